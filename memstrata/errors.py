@@ -1,0 +1,108 @@
+"""The memstrata exception tree.
+
+Every error memstrata raises is a :class:`MemstrataError`. Errors from the libraries
+underneath (sqlite3, psycopg, redis, httpx) are re-raised as one of these with
+``raise ... from exc`` so callers catch one family, and every message says how to fix
+the problem.
+
+::
+
+    MemstrataError
+    ├── ConfigError            bad URL, unknown provider, missing optional extra
+    ├── ValidationError        malformed input: messages, content, ids, filters
+    │   └── ToolCallSequenceError   tool calls without results, results without calls
+    ├── NotFoundError          unknown item, session or user id
+    ├── ConflictError          optimistic-lock failure (someone else wrote first)
+    ├── BudgetError            a token budget too small for what must be kept
+    ├── StoreError             the database failed (corrupt, read-only, unreachable)
+    │   └── StoreUnavailableError   the server cannot be reached or refused the login
+    └── ProviderError          an embedding or LLM endpoint failed
+        ├── ProviderAuthError       401/403: wrong or missing key
+        ├── ProviderNotFoundError   404: wrong model name or base URL
+        ├── ProviderRateLimitError  429 after all retries
+        ├── ProviderTimeoutError    no answer in time
+        └── ProviderResponseError   5xx or an answer that cannot be used
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MemstrataError",
+    "ConfigError",
+    "ValidationError",
+    "ToolCallSequenceError",
+    "NotFoundError",
+    "ConflictError",
+    "BudgetError",
+    "StoreError",
+    "StoreUnavailableError",
+    "ProviderError",
+    "ProviderAuthError",
+    "ProviderNotFoundError",
+    "ProviderRateLimitError",
+    "ProviderTimeoutError",
+    "ProviderResponseError",
+]
+
+
+class MemstrataError(Exception):
+    """Base class of every error memstrata raises."""
+
+
+class ConfigError(MemstrataError):
+    """A setting, URL or provider string is wrong, or an optional extra is missing."""
+
+
+class ValidationError(MemstrataError, ValueError):
+    """Input that memstrata refuses: nothing was written."""
+
+
+class ToolCallSequenceError(ValidationError):
+    """A message list whose tool calls and tool results do not pair up."""
+
+
+class NotFoundError(MemstrataError, KeyError):
+    """An id that does not exist (or no longer exists) for this user."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want the sentence
+        return str(self.args[0]) if self.args else ""
+
+
+class ConflictError(MemstrataError):
+    """An optimistic-lock check failed: reload and retry."""
+
+
+class BudgetError(MemstrataError, ValueError):
+    """A token budget too small for what must always be kept."""
+
+
+class StoreError(MemstrataError):
+    """The storage backend failed."""
+
+
+class StoreUnavailableError(StoreError):
+    """The storage server cannot be reached, or refused the credentials or database."""
+
+
+class ProviderError(MemstrataError):
+    """An embedding or LLM provider failed."""
+
+
+class ProviderAuthError(ProviderError):
+    """The provider rejected the API key (HTTP 401/403)."""
+
+
+class ProviderNotFoundError(ProviderError):
+    """The provider does not know the model or the URL (HTTP 404)."""
+
+
+class ProviderRateLimitError(ProviderError):
+    """The provider kept answering 429 after every retry."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider did not answer within the timeout."""
+
+
+class ProviderResponseError(ProviderError):
+    """The provider failed (5xx) or answered with something unusable."""

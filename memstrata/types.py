@@ -1,0 +1,423 @@
+"""Immutable values that cross every boundary: library, CLI, store, server.
+
+Everything here is a frozen dataclass with ``to_dict()``/``from_dict()`` so that the
+Python API, the CLI's JSON output, exports and the HTTP service share one
+serialisation. Times are timezone-aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from .errors import ValidationError
+
+__all__ = [
+    "Role",
+    "Kind",
+    "Status",
+    "Layer",
+    "Scope",
+    "Message",
+    "MemoryItem",
+    "ItemVersion",
+    "Filters",
+    "ScoreParts",
+    "SearchHit",
+    "utcnow",
+    "new_id",
+    "to_timestamp",
+    "from_timestamp",
+    "parse_time",
+]
+
+
+class Role(str, Enum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class Kind(str, Enum):
+    """What a memory item is about."""
+
+    FACT = "fact"
+    PREFERENCE = "preference"
+    INSTRUCTION = "instruction"
+    TODO = "todo"
+    EVENT = "event"
+
+
+class Status(str, Enum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    INACTIVE = "inactive"
+    DONE = "done"
+
+
+class Layer(str, Enum):
+    """Where a search hit comes from: raw turns (episodic) or memory items (semantic)."""
+
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+def to_timestamp(value: datetime) -> float:
+    return value.timestamp()
+
+
+def from_timestamp(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, timezone.utc)
+
+
+def parse_time(value: Any, *, what: str = "time") -> datetime:
+    """Accept a datetime, an epoch number or an ISO-8601 string; return aware UTC."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(float(value), timezone.utc)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise ValidationError(
+                f"{what} {value!r} is not ISO-8601; pass e.g. '2024-05-08T13:56:00+00:00' "
+                "or a datetime"
+            ) from exc
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    raise ValidationError(f"{what} must be a datetime, an epoch number or an ISO string, "
+                          f"not {type(value).__name__}")
+
+
+def _check_id(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > 256:
+        raise ValidationError(f"{what} is {len(value)} characters; ids are at most 256")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose memory: a user, optionally inside an agent/app namespace.
+
+    Every row and every query is keyed by (namespace, user_id), which is also the
+    distribution key when the PostgreSQL schema is sharded.
+    """
+
+    user_id: str
+    namespace: str = ""
+
+    def __post_init__(self) -> None:
+        _check_id(self.user_id, "user_id")
+        if not isinstance(self.namespace, str) or len(self.namespace) > 256:
+            raise ValidationError("agent_id/namespace must be a string of at most 256 characters")
+
+    @property
+    def key(self) -> str:
+        """A single token naming this scope (used in lexical indexes)."""
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"{self.namespace}\x00{self.user_id}").hex
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One raw chat message in OpenAI format, as stored in the session log.
+
+    ``content`` may be None only for an assistant message that carries ``tool_calls``.
+    """
+
+    role: Role
+    content: str | None
+    created_at: datetime
+    id: str = ""
+    session_id: str = ""
+    seq: int = -1
+    name: str | None = None
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    tool_call_id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message as the OpenAI chat API expects it."""
+        out: dict[str, Any] = {"role": self.role.value, "content": self.content}
+        if self.name:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [dict(c) for c in self.tool_calls]
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.to_openai()
+        out.update(id=self.id, session_id=self.session_id, seq=self.seq,
+                   created_at=self.created_at.isoformat(), metadata=dict(self.metadata))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, *, default_time: datetime | None = None,
+                  max_chars: int = 200_000, index: int | None = None) -> "Message":
+        """Validate one OpenAI-format message (a dict or a Message).
+
+        ``created_at``/``timestamp``/``time`` give the original time (for imports);
+        otherwise ``default_time`` (now) is used.
+        """
+        if isinstance(data, Message):
+            return data
+        where = f"message {index}" if index is not None else "message"
+        if not isinstance(data, Mapping):
+            raise ValidationError(f"{where} must be a dict like "
+                                  f"{{'role': 'user', 'content': '...'}}, not {type(data).__name__}")
+        raw_role = data.get("role")
+        try:
+            role = Role(raw_role)
+        except ValueError:
+            raise ValidationError(
+                f"{where} has role {raw_role!r}; use one of system, user, assistant, tool"
+            ) from None
+        content = data.get("content")
+        if isinstance(content, list):  # OpenAI content parts: keep the text parts
+            texts = [p.get("text", "") for p in content
+                     if isinstance(p, Mapping) and p.get("type") == "text"]
+            content = "\n".join(t for t in texts if isinstance(t, str)) if texts else None
+        tool_calls = data.get("tool_calls") or ()
+        if content is not None and not isinstance(content, str):
+            raise ValidationError(f"{where}: content must be a string, not {type(content).__name__}")
+        if content is not None and len(content) > max_chars:
+            raise ValidationError(
+                f"{where}: content is {len(content):,} characters, over the limit of "
+                f"{max_chars:,}; split it, or raise the max_message_chars setting")
+        if not isinstance(tool_calls, (list, tuple)):
+            raise ValidationError(f"{where}: tool_calls must be a list")
+        for call in tool_calls:
+            if not isinstance(call, Mapping) or not isinstance(call.get("id"), str) or not call["id"]:
+                raise ValidationError(f"{where}: every tool call needs a string 'id' "
+                                      "(and 'type'/'function' as in the OpenAI format)")
+        if tool_calls and role is not Role.ASSISTANT:
+            raise ValidationError(f"{where}: only assistant messages may carry tool_calls")
+        tool_call_id = data.get("tool_call_id")
+        if role is Role.TOOL and (not isinstance(tool_call_id, str) or not tool_call_id):
+            raise ValidationError(f"{where}: a tool message needs the 'tool_call_id' of the call it answers")
+        if not (content and content.strip()) and not tool_calls and role is not Role.TOOL:
+            raise ValidationError(f"{where}: content is empty; a {role.value} message needs text")
+        stamp = data.get("created_at", data.get("timestamp", data.get("time")))
+        created = parse_time(stamp, what=f"{where} time") if stamp is not None else (default_time or utcnow())
+        name = data.get("name")
+        if name is not None and not isinstance(name, str):
+            raise ValidationError(f"{where}: name must be a string")
+        metadata = data.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise ValidationError(f"{where}: metadata must be a dict")
+        return cls(role=role, content=content, created_at=created, name=name,
+                   id=str(data.get("id") or ""), session_id=str(data.get("session_id") or ""),
+                   seq=int(data.get("seq", -1)) if str(data.get("seq", -1)).lstrip("-").isdigit() else -1,
+                   tool_calls=tuple(dict(c) for c in tool_calls),
+                   tool_call_id=tool_call_id if role is Role.TOOL else None,
+                   metadata=dict(metadata))
+
+    @property
+    def text(self) -> str:
+        """The text to index: speaker name (if any) and content."""
+        body = self.content or ""
+        if self.tool_calls:
+            calls = " ".join(str(c.get("function", {}).get("name", "")) for c in self.tool_calls)
+            body = f"{body} [calls: {calls}]".strip()
+        return f"{self.name}: {body}" if self.name else body
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """A durable memory about a user (L3): a fact, preference, instruction, todo or event."""
+
+    id: str
+    user_id: str
+    kind: Kind
+    content: str
+    namespace: str = ""
+    subject: str | None = None
+    attribute: str | None = None
+    value: str | None = None
+    confidence: float = 0.8
+    importance: float = 0.5
+    status: Status = Status.ACTIVE
+    version: int = 1
+    supersedes: str | None = None
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+    last_accessed: datetime | None = None
+    access_count: int = 0
+    source_session_id: str | None = None
+    source_message_ids: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def evolve(self, **changes: Any) -> "MemoryItem":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["kind"] = self.kind.value
+        out["status"] = self.status.value
+        for key in ("created_at", "updated_at", "last_accessed"):
+            value = getattr(self, key)
+            out[key] = value.isoformat() if value else None
+        out["source_message_ids"] = list(self.source_message_ids)
+        out["tags"] = list(self.tags)
+        out["metadata"] = dict(self.metadata)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "MemoryItem":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["kind"] = Kind(values["kind"])
+        values["status"] = Status(values.get("status", "active"))
+        for key in ("created_at", "updated_at", "last_accessed"):
+            if values.get(key) is not None:
+                values[key] = parse_time(values[key], what=key)
+        values["source_message_ids"] = tuple(values.get("source_message_ids") or ())
+        values["tags"] = tuple(values.get("tags") or ())
+        values["metadata"] = dict(values.get("metadata") or {})
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemVersion:
+    """One change to a memory item: who did what, when and why, with the values before and after."""
+
+    item_id: str
+    version: int
+    op: str  # create | boost | supersede | edit | delete | feedback | status | access
+    actor: str  # "user", "api", "rule:<id>", "llm:<model>"
+    reason: str
+    at: datetime
+    before: Mapping[str, Any] | None
+    after: Mapping[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"item_id": self.item_id, "version": self.version, "op": self.op,
+                "actor": self.actor, "reason": self.reason, "at": self.at.isoformat(),
+                "before": self.before, "after": self.after}
+
+
+def _as_tuple(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, Iterable):
+        out = tuple(value)
+        if all(isinstance(v, str) for v in out):
+            return out
+    raise ValidationError(f"filter {what} must be a string or a list of strings")
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Metadata filters for search and list. Empty fields do not filter.
+
+    ``status`` defaults to active items only; raw turns have no status and always pass.
+    """
+
+    session_ids: tuple[str, ...] = ()
+    kinds: tuple[Kind, ...] = ()
+    statuses: tuple[Status, ...] = (Status.ACTIVE,)
+    layers: tuple[Layer, ...] = ()
+    tags: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @classmethod
+    def build(cls, value: "Filters | Mapping[str, Any] | None" = None) -> "Filters":
+        """From a Filters, None or a dict with keys session_id(s), kind(s), status(es),
+        layer(s), tags, since, until."""
+        if value is None:
+            return cls()
+        if isinstance(value, Filters):
+            return value
+        if not isinstance(value, Mapping):
+            raise ValidationError("filters must be a dict or a Filters")
+        aliases = {"session_id": "session_ids", "kind": "kinds", "status": "statuses",
+                   "layer": "layers", "tag": "tags"}
+        data = {aliases.get(k, k): v for k, v in value.items()}
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValidationError(f"unknown filter(s) {sorted(unknown)}; known: session_id, kind, "
+                                  "status, layer, tags, since, until")
+        try:
+            kinds = tuple(Kind(k) for k in _as_tuple(data.get("kinds"), "kind"))
+            statuses = (tuple(Status(s) for s in _as_tuple(data["statuses"], "status"))
+                        if "statuses" in data else (Status.ACTIVE,))
+            layers = tuple(Layer(x) for x in _as_tuple(data.get("layers"), "layer"))
+        except ValueError as exc:
+            raise ValidationError(f"bad filter value: {exc}") from None
+        since = parse_time(data["since"], what="since") if data.get("since") is not None else None
+        until = parse_time(data["until"], what="until") if data.get("until") is not None else None
+        return cls(session_ids=_as_tuple(data.get("session_ids"), "session_id"), kinds=kinds,
+                   statuses=statuses, layers=layers, tags=_as_tuple(data.get("tags"), "tags"),
+                   since=since, until=until)
+
+    @property
+    def is_scope_only(self) -> bool:
+        """True when nothing narrows the search below the user (the fast path)."""
+        return (not self.session_ids and not self.kinds and not self.tags
+                and self.since is None and self.until is None)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreParts:
+    """How a hit was scored: each part in [0, 1] and the weights applied."""
+
+    similarity: float
+    dense: float | None
+    lexical: float | None
+    recency: float
+    importance: float
+    layer_weight: float
+    dense_rank: int | None
+    lexical_rank: int | None
+    preset: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One retrieved turn or memory item with its score and the parts of that score."""
+
+    id: str
+    layer: Layer
+    text: str
+    score: float
+    parts: ScoreParts
+    created_at: datetime
+    session_id: str | None = None
+    kind: Kind | None = None
+    item: MemoryItem | None = None
+    message: Message | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "layer": self.layer.value, "text": self.text,
+                "score": round(self.score, 6), "parts": self.parts.to_dict(),
+                "created_at": self.created_at.isoformat(), "session_id": self.session_id,
+                "kind": self.kind.value if self.kind else None}
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON used for every JSON column."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
