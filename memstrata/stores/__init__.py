@@ -1,0 +1,44 @@
+"""Storage backends, opened by URL.
+
+=========================  ==================================================
+``sqlite:///memstrata.db``  one SQLite file (the embedded default)
+``memory://``               SQLite in memory (tests, throw-away runs)
+=========================  ==================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import ConfigError
+from .base import DocInfo, IndexDoc, SessionInfo, Store
+
+__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "open_store", "BACKENDS"]
+
+
+def _sqlite(url: str) -> Store:
+    from .sqlite import open_sqlite
+
+    return open_sqlite(url)
+
+
+# scheme -> factory; the one table that maps URLs to backends
+BACKENDS: dict[str, Callable[[str], Store]] = {
+    "sqlite": _sqlite,
+    "memory": _sqlite,
+}
+
+
+def open_store(url: "str | Store") -> Store:
+    """Open (and migrate) the store a URL names; a Store passes through unchanged."""
+    if isinstance(url, Store):
+        return url
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(f"store must be a URL like sqlite:///memstrata.db, memory:// or "
+                          f"postgresql://user@host/db, not {url!r}")
+    scheme = url.split("://", 1)[0].split("+", 1)[0]
+    factory = BACKENDS.get(scheme)
+    if factory is None:
+        raise ConfigError(f"unknown store scheme {scheme!r} in {url!r}; known: "
+                          f"{', '.join(sorted(BACKENDS))}")
+    return factory(url)

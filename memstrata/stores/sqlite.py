@@ -1,0 +1,520 @@
+"""The embedded default: everything in one SQLite file.
+
+* WAL journal, ``synchronous=NORMAL``, a busy timeout so several processes can share a
+  file; explicit ``BEGIN IMMEDIATE`` transactions (nested ones become savepoints).
+* Lexical index: an FTS5 table over pre-analysed tokens with three columns — the scope
+  key (so a user filter is an index lookup, weight 0), the document's own tokens and its
+  context tokens (neighbouring turns, session date) — ranked by FTS5's ``bm25()``.
+* Vector index: vectors durable in ``doc_vectors``; each scope's vectors mirrored in a
+  :class:`~memstrata.stores.dense.DenseMatrix` on first search and kept in step on every
+  write. A per-scope generation counter, bumped in the same transaction as each index
+  write, tells a process when another process changed the index, and it reloads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import NotFoundError, StoreError, ValidationError
+from ..types import (Filters, ItemVersion, Layer, MemoryItem, Message, Role, Scope, Status,
+                     dumps, from_timestamp, new_id)
+from .base import DocInfo, IndexDoc, SessionInfo, Store
+from .dense import DenseMatrix
+from .migrations import SQLITE_MIGRATIONS
+
+__all__ = ["SQLiteStore"]
+
+
+def _explain(exc: sqlite3.Error, path: str) -> StoreError:
+    text = str(exc)
+    if "readonly" in text or "read-only" in text:
+        return StoreError(f"{path} is read-only ({text}); fix the file or directory permissions, "
+                          "or point memstrata at a writable path")
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return StoreError(f"{path} is not a memstrata SQLite database or is corrupt ({text}); "
+                          "restore it from a backup or `memstrata export` copy, or use a new path")
+    if "locked" in text or "busy" in text:
+        return StoreError(f"{path} stayed locked by another writer ({text}); retry, or raise "
+                          "the busy timeout")
+    if "unable to open" in text:
+        return StoreError(f"cannot open {path} ({text}); check that the directory exists and is writable")
+    return StoreError(f"SQLite error on {path}: {text}")
+
+
+def _item_from_row(row: sqlite3.Row) -> MemoryItem:
+    data = dict(row)
+    for key in ("source_message_ids", "tags", "metadata"):
+        data[key] = json.loads(data[key]) if data[key] else ([] if key != "metadata" else {})
+    for key in ("created_at", "updated_at", "last_accessed"):
+        data[key] = from_timestamp(data[key])
+    return MemoryItem.from_dict(data)
+
+
+def _message_from_row(row: sqlite3.Row) -> Message:
+    return Message(role=Role(row["role"]), content=row["content"],
+                   created_at=from_timestamp(row["created_at"]), id=row["id"],
+                   session_id=row["session_id"], seq=row["seq"], name=row["name"],
+                   tool_calls=tuple(json.loads(row["tool_calls"])) if row["tool_calls"] else (),
+                   tool_call_id=row["tool_call_id"],
+                   metadata=json.loads(row["metadata"]) if row["metadata"] else {})
+
+
+def _fts_query(scope_key: str, tokens: str) -> str | None:
+    terms = sorted(set(tokens.split()))
+    if not terms:
+        return None
+    ors = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return f'scope : "{scope_key}" AND {{body context}} : ({ors})'
+
+
+class SQLiteStore(Store):
+    """memstrata on one SQLite file (``sqlite:///path.db``) or in memory (``memory://``)."""
+
+    def __init__(self, path: str, *, timeout: float = 30.0) -> None:
+        self.path = path
+        self.url = "memory://" if path == ":memory:" else f"sqlite:///{path}"
+        if path != ":memory:":
+            parent = Path(path).expanduser().resolve().parent
+            if not parent.is_dir():
+                raise StoreError(f"cannot create {path}: directory {parent} does not exist")
+        try:
+            self._conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        except sqlite3.Error as exc:
+            raise _explain(exc, path) from exc
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._dense: dict[str, DenseMatrix] = {}
+        self._pending_dense: list[tuple[str, str, object]] = []
+
+    # -- lifecycle ---------------------------------------------------------------
+    def setup(self) -> list[str]:
+        applied: list[str] = []
+        with self._lock, self.transaction():
+            self._x("CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+            done = {r[0] for r in self._x("SELECT name FROM schema_migrations")}
+            for name, sql in SQLITE_MIGRATIONS:
+                if name in done:
+                    continue
+                for statement in sql.split(";\n"):
+                    if statement.strip():
+                        self._x(statement)
+                self._x("INSERT INTO schema_migrations VALUES (?, strftime('%s','now'))", (name,))
+                applied.append(name)
+        return applied
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+
+    def _x(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise _explain(exc, self.path) from exc
+
+    def _many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        try:
+            self._conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise _explain(exc, self.path) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            outer = self._depth == 0
+            savepoint = f"sp{self._depth}"
+            self._x("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._conn.rollback()
+                    self._pending_dense.clear()
+                else:
+                    self._x(f"ROLLBACK TO {savepoint}")
+                    self._x(f"RELEASE {savepoint}")
+                raise
+            self._depth -= 1
+            if outer:
+                self._x("COMMIT")
+                self._apply_pending_dense()
+            else:
+                self._x(f"RELEASE {savepoint}")
+
+    # -- sessions and messages ------------------------------------------------------
+    def append_messages(self, scope: Scope, session_id: str,
+                        messages: Sequence[Message]) -> list[Message]:
+        if not messages:
+            return []
+        with self.transaction():
+            row = self._x("SELECT COALESCE(MAX(seq), -1) FROM messages WHERE namespace=? AND "
+                          "user_id=? AND session_id=?", (scope.namespace, scope.user_id, session_id)).fetchone()
+            seq = row[0] + 1
+            stored = []
+            for m in messages:
+                stored.append(Message(role=m.role, content=m.content, created_at=m.created_at,
+                                      id=m.id or new_id("msg"), session_id=session_id, seq=seq,
+                                      name=m.name, tool_calls=m.tool_calls,
+                                      tool_call_id=m.tool_call_id, metadata=m.metadata))
+                seq += 1
+            try:
+                self._conn.executemany(
+                    "INSERT INTO messages (id, namespace, user_id, session_id, seq, role, content, "
+                    "name, tool_calls, tool_call_id, created_at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [(m.id, scope.namespace, scope.user_id, session_id, m.seq, m.role.value, m.content,
+                      m.name, dumps(list(m.tool_calls)) if m.tool_calls else None, m.tool_call_id,
+                      m.created_at.timestamp(), dumps(dict(m.metadata))) for m in stored])
+            except sqlite3.IntegrityError as exc:
+                raise ValidationError(f"message id already stored: {exc}; leave 'id' empty to "
+                                      "let memstrata assign one") from exc
+            except sqlite3.Error as exc:
+                raise _explain(exc, self.path) from exc
+            first, last = stored[0].created_at.timestamp(), stored[-1].created_at.timestamp()
+            self._x("INSERT INTO sessions (namespace, user_id, session_id, created_at, updated_at, "
+                    "status, version) VALUES (?,?,?,?,?, 'open', 1) ON CONFLICT(namespace, user_id, "
+                    "session_id) DO UPDATE SET updated_at=max(updated_at, excluded.updated_at), "
+                    "version=version+1",
+                    (scope.namespace, scope.user_id, session_id, first, last))
+        return stored
+
+    def get_messages(self, scope: Scope, session_id: str, *, start: int = 0,
+                     limit: int | None = None) -> list[Message]:
+        rows = self._x("SELECT * FROM messages WHERE namespace=? AND user_id=? AND session_id=? "
+                       "AND seq>=? ORDER BY seq LIMIT ?",
+                       (scope.namespace, scope.user_id, session_id, start,
+                        -1 if limit is None else limit)).fetchall()
+        return [_message_from_row(r) for r in rows]
+
+    def list_sessions(self, scope: Scope) -> list[SessionInfo]:
+        rows = self._x("SELECT s.*, (SELECT COUNT(*) FROM messages m WHERE m.namespace=s.namespace "
+                       "AND m.user_id=s.user_id AND m.session_id=s.session_id) AS n FROM sessions s "
+                       "WHERE namespace=? AND user_id=? ORDER BY created_at",
+                       (scope.namespace, scope.user_id)).fetchall()
+        return [SessionInfo(r["session_id"], from_timestamp(r["created_at"]),
+                            from_timestamp(r["updated_at"]), r["status"], r["version"], r["n"])
+                for r in rows]
+
+    # -- items ----------------------------------------------------------------------
+    def write_item(self, scope: Scope, item: MemoryItem, version: ItemVersion) -> None:
+        if (item.user_id, item.namespace) != (scope.user_id, scope.namespace):
+            raise ValidationError("item belongs to another user or namespace")
+        with self.transaction():
+            self._x("INSERT OR REPLACE INTO items (id, namespace, user_id, kind, content, subject, "
+                    "attribute, value, confidence, importance, status, version, supersedes, "
+                    "created_at, updated_at, last_accessed, access_count, source_session_id, "
+                    "source_message_ids, tags, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (item.id, scope.namespace, scope.user_id, item.kind.value, item.content,
+                     item.subject, item.attribute, item.value, item.confidence, item.importance,
+                     item.status.value, item.version, item.supersedes, item.created_at.timestamp(),
+                     item.updated_at.timestamp(),
+                     item.last_accessed.timestamp() if item.last_accessed else None,
+                     item.access_count, item.source_session_id, dumps(list(item.source_message_ids)),
+                     dumps(list(item.tags)), dumps(dict(item.metadata))))
+            self._x("INSERT INTO item_versions (item_id, namespace, user_id, version, op, actor, "
+                    "reason, at, before, after) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (item.id, scope.namespace, scope.user_id, version.version, version.op,
+                     version.actor, version.reason, version.at.timestamp(),
+                     dumps(version.before) if version.before is not None else None,
+                     dumps(version.after) if version.after is not None else None))
+            self._x("UPDATE docs SET status=?, importance=? WHERE namespace=? AND user_id=? AND id=?",
+                    (item.status.value, item.importance, scope.namespace, scope.user_id, item.id))
+            self._pending_dense.append((scope.key, item.id, item.status.value))
+            self._bump(scope)
+
+    def get_item(self, scope: Scope, item_id: str) -> MemoryItem:
+        row = self._x("SELECT * FROM items WHERE namespace=? AND user_id=? AND id=?",
+                      (scope.namespace, scope.user_id, item_id)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory item {item_id!r} for user {scope.user_id!r}"
+                                + (f" in namespace {scope.namespace!r}" if scope.namespace else "")
+                                + "; list them with `memstrata list --user ...`")
+        return _item_from_row(row)
+
+    def list_items(self, scope: Scope, filters: Filters, *, limit: int = 100,
+                   offset: int = 0) -> list[MemoryItem]:
+        where, params = ["namespace=?", "user_id=?"], [scope.namespace, scope.user_id]
+        if filters.kinds:
+            where.append(f"kind IN ({','.join('?' * len(filters.kinds))})")
+            params += [k.value for k in filters.kinds]
+        if filters.statuses:
+            where.append(f"status IN ({','.join('?' * len(filters.statuses))})")
+            params += [s.value for s in filters.statuses]
+        if filters.session_ids:
+            where.append(f"source_session_id IN ({','.join('?' * len(filters.session_ids))})")
+            params += list(filters.session_ids)
+        if filters.since:
+            where.append("created_at >= ?")
+            params.append(filters.since.timestamp())
+        if filters.until:
+            where.append("created_at <= ?")
+            params.append(filters.until.timestamp())
+        for tag in filters.tags:
+            where.append("EXISTS (SELECT 1 FROM json_each(items.tags) WHERE value = ?)")
+            params.append(tag)
+        rows = self._x(f"SELECT * FROM items WHERE {' AND '.join(where)} "
+                       "ORDER BY created_at DESC, id LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()
+        return [_item_from_row(r) for r in rows]
+
+    def history(self, scope: Scope, item_id: str) -> list[ItemVersion]:
+        rows = self._x("SELECT * FROM item_versions WHERE namespace=? AND user_id=? AND item_id=? "
+                       "ORDER BY id", (scope.namespace, scope.user_id, item_id)).fetchall()
+        if not rows:
+            self.get_item(scope, item_id)  # raises NotFoundError with a helpful message
+        return [ItemVersion(r["item_id"], r["version"], r["op"], r["actor"], r["reason"],
+                            from_timestamp(r["at"]),
+                            json.loads(r["before"]) if r["before"] else None,
+                            json.loads(r["after"]) if r["after"] else None) for r in rows]
+
+    def delete_item(self, scope: Scope, item_id: str) -> None:
+        with self.transaction():
+            self.get_item(scope, item_id)
+            self._delete_docs(scope, [item_id])
+            self._x("DELETE FROM item_versions WHERE namespace=? AND user_id=? AND item_id=?",
+                    (scope.namespace, scope.user_id, item_id))
+            self._x("DELETE FROM items WHERE namespace=? AND user_id=? AND id=?",
+                    (scope.namespace, scope.user_id, item_id))
+
+    def touch_items(self, scope: Scope, item_ids: Sequence[str], at: datetime) -> None:
+        if not item_ids:
+            return
+        marks = ",".join("?" * len(item_ids))
+        with self.transaction():
+            self._x(f"UPDATE items SET last_accessed=?, access_count=access_count+1 WHERE "
+                    f"namespace=? AND user_id=? AND id IN ({marks})",
+                    (at.timestamp(), scope.namespace, scope.user_id, *item_ids))
+
+    # -- index ----------------------------------------------------------------------
+    def _bump(self, scope: Scope) -> None:
+        self._x("INSERT INTO index_state (namespace, user_id, generation) VALUES (?,?,1) "
+                "ON CONFLICT(namespace, user_id) DO UPDATE SET generation=generation+1",
+                (scope.namespace, scope.user_id))
+
+    def _generation(self, scope: Scope) -> int:
+        row = self._x("SELECT generation FROM index_state WHERE namespace=? AND user_id=?",
+                      (scope.namespace, scope.user_id)).fetchone()
+        return row[0] if row else 0
+
+    def index(self, scope: Scope, docs: Sequence[IndexDoc]) -> None:
+        if not docs:
+            return
+        with self.transaction():
+            for doc in docs:
+                row = self._x("SELECT rowid FROM docs WHERE namespace=? AND user_id=? AND id=?",
+                              (scope.namespace, scope.user_id, doc.id)).fetchone()
+                values = (doc.layer.value, doc.text, doc.session_id, doc.kind, doc.status,
+                          doc.importance, doc.created_at.timestamp(), dumps(list(doc.tags)))
+                if row is None:
+                    cur = self._x("INSERT INTO docs (namespace, user_id, id, layer, text, session_id, "
+                                  "kind, status, importance, created_at, tags) "
+                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                  (scope.namespace, scope.user_id, doc.id, *values))
+                    rowid = cur.lastrowid
+                else:
+                    rowid = row[0]
+                    self._x("UPDATE docs SET layer=?, text=?, session_id=?, kind=?, status=?, "
+                            "importance=?, created_at=?, tags=? WHERE rowid=?", (*values, rowid))
+                    self._x("DELETE FROM docs_fts WHERE rowid=?", (rowid,))
+                self._x("INSERT INTO docs_fts (rowid, scope, body, context) VALUES (?,?,?,?)",
+                        (rowid, scope.key, doc.body, doc.context))
+                if doc.vector is not None:
+                    vec = np.asarray(doc.vector, dtype=np.float32)
+                    self._x("INSERT OR REPLACE INTO doc_vectors (rowid, namespace, user_id, dim, vec) "
+                            "VALUES (?,?,?,?,?)", (rowid, scope.namespace, scope.user_id, vec.shape[0],
+                                                   vec.tobytes()))
+                    self._pending_dense.append((scope.key, doc.id, vec))
+                if doc.status is not None:
+                    self._pending_dense.append((scope.key, doc.id, doc.status))
+            self._bump(scope)
+
+    def _delete_docs(self, scope: Scope, ids: Sequence[str]) -> None:
+        for doc_id in ids:
+            row = self._x("SELECT rowid FROM docs WHERE namespace=? AND user_id=? AND id=?",
+                          (scope.namespace, scope.user_id, doc_id)).fetchone()
+            if row is None:
+                continue
+            self._x("DELETE FROM docs_fts WHERE rowid=?", (row[0],))
+            self._x("DELETE FROM doc_vectors WHERE rowid=?", (row[0],))
+            self._x("DELETE FROM docs WHERE rowid=?", (row[0],))
+            self._pending_dense.append((scope.key, doc_id, None))
+        self._bump(scope)
+
+    def _apply_pending_dense(self) -> None:
+        """After commit: mirror index writes into loaded dense matrices."""
+        pending, self._pending_dense = self._pending_dense, []
+        touched: set[str] = set()
+        for key, doc_id, change in pending:
+            dense = self._dense.get(key)
+            if dense is None:
+                continue
+            touched.add(key)
+            if change is None:
+                dense.remove([doc_id])
+            elif isinstance(change, str):
+                dense.set_visible(doc_id, change == "active")
+            else:
+                dense.upsert([doc_id], change)  # type: ignore[arg-type]
+        for key in touched:
+            self._dense[key].generation = -1  # re-read the generation on next search
+
+    def _dense_for(self, scope: Scope) -> DenseMatrix | None:
+        generation = self._generation(scope)
+        dense = self._dense.get(scope.key)
+        if dense is not None and dense.generation == -1:
+            dense.generation = generation  # our own writes were mirrored already
+        if dense is not None and dense.generation == generation:
+            return dense
+        rows = self._x("SELECT d.id, d.status, v.dim, v.vec FROM doc_vectors v JOIN docs d ON "
+                       "d.rowid=v.rowid WHERE v.namespace=? AND v.user_id=? ORDER BY v.rowid",
+                       (scope.namespace, scope.user_id)).fetchall()
+        if not rows:
+            self._dense.pop(scope.key, None)
+            return None
+        dim = rows[0]["dim"]
+        dense = DenseMatrix(dim, generation)
+        matrix = np.frombuffer(b"".join(r["vec"] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        dense.upsert([r["id"] for r in rows], matrix)
+        for r in rows:
+            if r["status"] is not None and r["status"] != "active":
+                dense.set_visible(r["id"], False)
+        self._dense[scope.key] = dense
+        return dense
+
+    def _filter_sql(self, filters: Filters) -> tuple[list[str], list[object]]:
+        where: list[str] = []
+        params: list[object] = []
+        if filters.statuses:
+            where.append(f"(d.status IS NULL OR d.status IN ({','.join('?' * len(filters.statuses))}))")
+            params += [s.value for s in filters.statuses]
+        if filters.layers:
+            where.append(f"d.layer IN ({','.join('?' * len(filters.layers))})")
+            params += [x.value for x in filters.layers]
+        if filters.kinds:
+            where.append(f"d.kind IN ({','.join('?' * len(filters.kinds))})")
+            params += [k.value for k in filters.kinds]
+        if filters.session_ids:
+            where.append(f"d.session_id IN ({','.join('?' * len(filters.session_ids))})")
+            params += list(filters.session_ids)
+        if filters.since:
+            where.append("d.created_at >= ?")
+            params.append(filters.since.timestamp())
+        if filters.until:
+            where.append("d.created_at <= ?")
+            params.append(filters.until.timestamp())
+        for tag in filters.tags:
+            where.append("EXISTS (SELECT 1 FROM json_each(d.tags) WHERE value = ?)")
+            params.append(tag)
+        return where, params
+
+    def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
+                       context_weight: float = 0.3) -> list[tuple[str, float]]:
+        match = _fts_query(scope.key, query)
+        if match is None:
+            return []
+        where, params = self._filter_sql(filters)
+        extra = "".join(f" AND {w}" for w in where)
+        sql = (f"SELECT d.id, -bm25(docs_fts, 0.0, 1.0, ?) AS score FROM docs_fts JOIN docs d "
+               f"ON d.rowid = docs_fts.rowid WHERE docs_fts MATCH ? AND d.namespace=? AND "
+               f"d.user_id=?{extra} ORDER BY score DESC, d.rowid LIMIT ?")
+        rows = self._x(sql, (context_weight, match, scope.namespace, scope.user_id, *params,
+                             limit)).fetchall()
+        return [(r[0], float(r[1])) for r in rows if r[1] > 0]
+
+    def vector_search(self, scope: Scope, vector: np.ndarray, filters: Filters,
+                      limit: int) -> list[tuple[str, float]]:
+        with self._lock:
+            dense = self._dense_for(scope)
+            if dense is None:
+                return []
+            allowed = None
+            # The matrix already hides non-active items, which is the default filter;
+            # anything else is resolved to an allowed set of ids in SQL.
+            if not (filters.is_scope_only and not filters.layers
+                    and set(filters.statuses) == {Status.ACTIVE}):
+                where, params = self._filter_sql(filters)
+                rows = self._x("SELECT d.id FROM docs d WHERE d.namespace=? AND d.user_id=?"
+                               + "".join(f" AND {w}" for w in where),
+                               (scope.namespace, scope.user_id, *params)).fetchall()
+                allowed = {r[0] for r in rows}
+            return dense.search(vector, limit, allowed)
+
+    def doc_info(self, scope: Scope, ids: Sequence[str]) -> dict[str, DocInfo]:
+        out: dict[str, DocInfo] = {}
+        ids = list(ids)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            rows = self._x(f"SELECT id, layer, text, created_at, session_id, kind, status, importance "
+                           f"FROM docs WHERE namespace=? AND user_id=? AND id IN "
+                           f"({','.join('?' * len(chunk))})",
+                           (scope.namespace, scope.user_id, *chunk)).fetchall()
+            for r in rows:
+                out[r[0]] = DocInfo(r[0], Layer(r[1]), r[2], from_timestamp(r[3]), r[4], r[5], r[6],
+                                    r[7] if r[7] is not None else 0.5)
+        return out
+
+    # -- embedding cache ------------------------------------------------------------
+    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        hashes = list(hashes)
+        for start in range(0, len(hashes), 500):
+            chunk = hashes[start:start + 500]
+            rows = self._x(f"SELECT hash, vec FROM embedding_cache WHERE model=? AND hash IN "
+                           f"({','.join('?' * len(chunk))})", (model, *chunk)).fetchall()
+            out.update({r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows})
+        return out
+
+    def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        if not vectors:
+            return
+        with self.transaction():
+            self._many("INSERT OR IGNORE INTO embedding_cache (model, hash, vec) VALUES (?,?,?)",
+                       [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()])
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._x("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self._x("INSERT OR REPLACE INTO meta (key, value) VALUES (?,?)", (key, value))
+
+    # -- users ----------------------------------------------------------------------
+    def list_users(self) -> list[Scope]:
+        rows = self._x("SELECT namespace, user_id FROM sessions UNION SELECT namespace, user_id "
+                       "FROM items ORDER BY 1, 2").fetchall()
+        return [Scope(r[1], r[0]) for r in rows]
+
+
+def open_sqlite(url: str) -> SQLiteStore:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``memory://``."""
+    if url in ("memory://", "sqlite://", "sqlite:///:memory:"):
+        path = ":memory:"
+    else:
+        path = url[len("sqlite:///"):]
+        if not path:
+            raise StoreError(f"bad SQLite URL {url!r}; use sqlite:///path/to/file.db")
+        path = os.path.expanduser(path)
+    store = SQLiteStore(path)
+    store.setup()
+    return store
+
