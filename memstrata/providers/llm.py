@@ -1,0 +1,419 @@
+"""Chat completions: the :class:`LLM` seam and its OpenAI-compatible implementation.
+
+One protocol method, :meth:`LLM.complete`. :class:`OpenAICompatibleLLM` speaks the
+``/chat/completions`` API that OpenAI, DeepSeek, Qwen (DashScope compatible mode),
+Ollama, vLLM and llama.cpp's server all share, over httpx. Providers are named by
+string (:func:`parse_provider`)::
+
+    openai:gpt-4o-mini                                  key: api_key= or OPENAI_API_KEY
+    openai-compatible:http://127.0.0.1:8080/v1#qwen2.5  key: api_key= or MEMSTRATA_LLM_API_KEY
+
+Every call, successful or not, is recorded in a :class:`UsageSink` (by default an
+in-memory :class:`UsageLog`) so token counts and latency are visible per model and
+purpose. HTTP and transport failures become :mod:`memstrata.errors` exceptions.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from ..errors import (ConfigError, ProviderAuthError, ProviderError, ProviderNotFoundError,
+                      ProviderRateLimitError, ProviderResponseError, ProviderTimeoutError,
+                      ValidationError)
+from ..types import Message
+from .structured import Parsed, Schema, extract_json, parse
+
+__all__ = ["LLM", "Completion", "UsageRecord", "UsageSummary", "UsageSink", "UsageLog",
+           "OpenAICompatibleLLM", "parse_provider", "OPENAI_BASE_URL"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_REJECTED_FORMAT = frozenset({400, 422})  # how servers say "no response_format here"
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One chat completion: the text, token usage, latency and, if asked, the schema.
+
+    ``parsed`` validates ``text`` against ``schema`` on demand (pure, cheap), so any
+    :class:`LLM` implementation gets tolerant structured output for free.
+    """
+
+    text: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    schema: Schema | None = None
+    server_schema: bool = False  # True when the server enforced the schema itself
+
+    @property
+    def json(self) -> list[Any]:
+        """Every JSON value in the text (tolerant: fences, chatter, truncation)."""
+        return extract_json(self.text)
+
+    @property
+    def parsed(self) -> Parsed:
+        """Valid and rejected items of the answer under ``schema``."""
+        if self.schema is None:
+            raise ValidationError("no schema was requested: call complete(..., schema=...)")
+        return parse(self.text, self.schema)
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat model. Implement one method; everything above it is derived."""
+
+    model: str
+
+    def complete(self, messages: Sequence[Mapping[str, Any] | Message], *,
+                 schema: Schema | None = None, temperature: float = 0.0,
+                 max_tokens: int = 1024, purpose: str = "") -> Completion:
+        """Answer ``messages`` (OpenAI chat format).
+
+        With ``schema``, ask for JSON of that shape (server-enforced when possible);
+        ``Completion.parsed`` then holds the validated items. ``purpose`` labels the
+        call in the usage log ("extract", "summary", ...). Raises :class:`ProviderError`.
+        """
+        ...
+
+
+# ---------------------------------------------------------------- usage
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One provider call: what it cost and how long it took. ``error`` names the
+    exception class when the call failed."""
+
+    at: datetime
+    model: str
+    purpose: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["at"] = self.at.isoformat()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "UsageRecord":
+        values = dict(data)
+        values["at"] = datetime.fromisoformat(values["at"])
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummary:
+    """Totals over a set of usage records."""
+
+    calls: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def mean_latency_s(self) -> float:
+        return self.latency_s / self.calls if self.calls else 0.0
+
+    def add(self, r: UsageRecord) -> "UsageSummary":
+        return UsageSummary(self.calls + 1, self.failures + (not r.ok),
+                            self.prompt_tokens + r.prompt_tokens,
+                            self.completion_tokens + r.completion_tokens,
+                            self.latency_s + r.latency_s)
+
+
+class UsageSink(Protocol):
+    """Where usage records go. A store can implement this to persist them."""
+
+    def record(self, record: UsageRecord) -> None:
+        """Keep one record. Must be cheap and must not raise for a full log."""
+        ...
+
+
+class UsageLog:
+    """An in-memory, thread-safe, bounded usage log that can be queried and summarised.
+
+    The oldest records are dropped past ``max_records``; summaries cover what is kept.
+    """
+
+    def __init__(self, records: Iterable[UsageRecord] = (), *, max_records: int = 100_000) -> None:
+        self._records: deque[UsageRecord] = deque(records, maxlen=max_records)
+        self._lock = threading.Lock()
+
+    def record(self, record: UsageRecord) -> None:
+        """Append one record."""
+        with self._lock:
+            self._records.append(record)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def records(self, *, model: str | None = None, purpose: str | None = None,
+                since: datetime | None = None) -> list[UsageRecord]:
+        """Records matching every given filter, oldest first."""
+        with self._lock:
+            rows = list(self._records)
+        return [r for r in rows if (model is None or r.model == model)
+                and (purpose is None or r.purpose == purpose)
+                and (since is None or r.at >= since)]
+
+    def summary(self, *, by: str | None = None, **filters: Any) -> dict[str, UsageSummary]:
+        """Totals, grouped ``by`` ``"model"`` or ``"purpose"``, or all under ``"all"``."""
+        if by not in (None, "model", "purpose"):
+            raise ValidationError("summary(by=...) takes 'model', 'purpose' or None")
+        out: dict[str, UsageSummary] = {}
+        for r in self.records(**filters):
+            key = getattr(r, by) if by else "all"
+            out[key] = out.get(key, UsageSummary()).add(r)
+        return out
+
+
+# ---------------------------------------------------------------- provider
+
+
+@dataclass
+class OpenAICompatibleLLM:
+    """An OpenAI-compatible ``/chat/completions`` endpoint, called synchronously.
+
+    ``supports_json_schema`` starts True and turns False the first time the server
+    rejects ``response_format`` with a 400; from then on the schema travels in the
+    prompt only and the tolerant parser does the rest. Retries 429, 5xx and connection
+    errors with exponential backoff and jitter, honouring ``Retry-After`` up to
+    ``max_wait_s``. A timeout is not retried: the caller (a job) retries later.
+    """
+
+    model: str
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    backoff_s: float = 0.5
+    max_wait_s: float = 30.0
+    usage: UsageSink = field(default_factory=UsageLog)
+    supports_json_schema: bool = True
+    transport: httpx.BaseTransport | None = None
+    sleep: Callable[[float], None] = time.sleep
+    _client: httpx.Client = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ConfigError("an LLM needs a model name, e.g. openai:gpt-4o-mini")
+        self.base_url = self.base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self._client = httpx.Client(base_url=self.base_url, headers=headers,
+                                    timeout=self.timeout_s, transport=self.transport)
+
+    @property
+    def needs_key(self) -> bool:
+        """Whether this endpoint was configured with an API key."""
+        return bool(self.api_key)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> "OpenAICompatibleLLM":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def complete(self, messages: Sequence[Mapping[str, Any] | Message], *,
+                 schema: Schema | None = None, temperature: float = 0.0,
+                 max_tokens: int = 1024, purpose: str = "") -> Completion:
+        """See :meth:`LLM.complete`."""
+        body: dict[str, Any] = {
+            "model": self.model, "temperature": temperature, "max_tokens": max_tokens,
+            "messages": [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]}
+        started = time.monotonic()
+        try:
+            data, server_schema = self._post_structured(body, schema)
+            completion = _completion(data, self.model, schema, server_schema,
+                                     time.monotonic() - started)
+        except ProviderError as exc:
+            self._record(purpose, 0, 0, time.monotonic() - started, type(exc).__name__)
+            raise
+        self._record(purpose, completion.prompt_tokens, completion.completion_tokens,
+                     completion.latency_s, None, model=completion.model)
+        return completion
+
+    def _post_structured(self, body: dict[str, Any], schema: Schema | None) -> tuple[Any, bool]:
+        if schema is None:
+            return self._post(body), False
+        if self.supports_json_schema:
+            strict_body = dict(body, response_format={
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "schema": schema.json_schema()}})
+            try:
+                return self._post(strict_body, fallback_statuses=_REJECTED_FORMAT), True
+            except _FormatRejected:
+                self.supports_json_schema = False  # remembered: one wasted call per client
+        hint = {"role": "system", "content": "Answer with JSON only, matching this JSON Schema: "
+                + json.dumps(schema.json_schema(), ensure_ascii=False)}
+        return self._post(dict(body, messages=[*body["messages"], hint])), False
+
+    def _post(self, body: dict[str, Any], fallback_statuses: frozenset[int] = frozenset()) -> Any:
+        url = f"{self.base_url}/chat/completions"
+        for attempt in range(self.max_retries + 1):
+            last = attempt == self.max_retries
+            try:
+                response = self._client.post("/chat/completions", json=body)
+            except httpx.TimeoutException as exc:
+                raise ProviderTimeoutError(
+                    f"{url} did not answer within {self.timeout_s:g}s: raise the timeout "
+                    "or use a smaller model / shorter prompt") from exc
+            except httpx.TransportError as exc:
+                if last:
+                    raise ProviderError(f"cannot reach {url} ({exc}): is the server running "
+                                        "and the base URL right?") from exc
+                self.sleep(self._delay(attempt, None))
+                continue
+            if response.status_code in _RETRY_STATUS and not last:
+                self.sleep(self._delay(attempt, response.headers.get("retry-after")))
+                continue
+            if response.status_code in fallback_statuses:
+                raise _FormatRejected()
+            return _json_body(response, url, self.model)
+        raise AssertionError("unreachable")  # the last attempt always returns or raises
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        hinted = _retry_after_seconds(retry_after)
+        if hinted is not None:
+            return min(max(hinted, 0.0), self.max_wait_s)
+        # Full jitter keeps many clients from retrying in lockstep.
+        return min(self.backoff_s * 2 ** attempt, self.max_wait_s) * random.uniform(0.5, 1.0)
+
+    def _record(self, purpose: str, tin: int, tout: int, latency: float, error: str | None,
+                model: str | None = None) -> None:
+        self.usage.record(UsageRecord(datetime.now(timezone.utc), model or self.model, purpose,
+                                      tin, tout, latency, error))
+
+
+class _FormatRejected(Exception):
+    """Internal: the server refused response_format; retry without it."""
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unparseable: fall back to our own backoff
+    return (when - datetime.now(timezone.utc)).total_seconds() if when and when.tzinfo else None
+
+
+def _json_body(response: httpx.Response, url: str, model: str) -> Any:
+    try:
+        response.raise_for_status()
+    except httpx.HTTPStatusError as exc:
+        status, detail = response.status_code, response.text[:300]
+        if status in (401, 403):
+            raise ProviderAuthError(f"{url} rejected the API key (HTTP {status}): pass api_key= "
+                                    "or set OPENAI_API_KEY / MEMSTRATA_LLM_API_KEY") from exc
+        if status == 404:
+            raise ProviderNotFoundError(f"{url} answered 404 for model {model!r}: check the "
+                                        f"model name / base URL ({detail})") from exc
+        if status == 429:
+            raise ProviderRateLimitError(f"{url} is still rate limiting (HTTP 429) after all "
+                                         "retries: slow down or raise the quota") from exc
+        raise ProviderResponseError(f"{url} failed with HTTP {status}: {detail}") from exc
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise ProviderResponseError(f"{url} answered with something that is not JSON: "
+                                    f"{response.text[:200]!r}") from exc
+
+
+def _completion(data: Any, model: str, schema: Schema | None, server_schema: bool,
+                latency: float) -> Completion:
+    try:
+        choice = data["choices"][0]
+        text = choice["message"].get("content") or ""
+        usage = data.get("usage") or {}
+        return Completion(text=str(text), model=str(data.get("model") or model),
+                          prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                          completion_tokens=int(usage.get("completion_tokens") or 0),
+                          latency_s=latency, finish_reason=choice.get("finish_reason"),
+                          schema=schema, server_schema=server_schema)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise ProviderResponseError(f"the chat completion has no choices[0].message: "
+                                    f"{str(data)[:200]}") from exc
+
+
+# ---------------------------------------------------------------- factory
+
+
+def _openai(rest: str, api_key: str | None, options: dict[str, Any]) -> OpenAICompatibleLLM:
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    if not key:
+        raise ConfigError("no API key for openai: set OPENAI_API_KEY or pass api_key=...")
+    return OpenAICompatibleLLM(model=rest, base_url=OPENAI_BASE_URL, api_key=key, **options)
+
+
+def _compatible(rest: str, api_key: str | None, options: dict[str, Any]) -> OpenAICompatibleLLM:
+    base, _, model = rest.partition("#")
+    parsed = httpx.URL(base) if base.startswith(("http://", "https://")) else None
+    if parsed is None or not parsed.host:
+        raise ConfigError(f"openai-compatible needs an http(s) base URL, got {base!r}: "
+                          "openai-compatible:http://127.0.0.1:8080/v1#MODEL")
+    if not model:
+        raise ConfigError("openai-compatible needs the model after '#': "
+                          f"openai-compatible:{base}#MODEL")
+    key = api_key or os.environ.get("MEMSTRATA_LLM_API_KEY") or None
+    return OpenAICompatibleLLM(model=model, base_url=base, api_key=key, **options)
+
+
+_FACTORIES: dict[str, Callable[[str, str | None, dict[str, Any]], OpenAICompatibleLLM]] = {
+    "openai": _openai,
+    "openai-compatible": _compatible,
+}
+
+
+def parse_provider(spec: str, *, api_key: str | None = None, **options: Any) -> OpenAICompatibleLLM:
+    """Build an LLM from ``"openai:MODEL"`` or ``"openai-compatible:URL#MODEL"``.
+
+    ``options`` go to :class:`OpenAICompatibleLLM` (``timeout_s``, ``max_retries``,
+    ``usage``, ...). Raises :class:`ConfigError` for an unknown scheme or missing parts.
+    """
+    scheme, sep, rest = (spec or "").strip().partition(":")
+    if not sep or scheme not in _FACTORIES:
+        raise ConfigError(f"unknown LLM provider {spec!r}: use one of "
+                          + ", ".join(f"{s}:..." for s in _FACTORIES)
+                          + " (e.g. openai:gpt-4o-mini, openai-compatible:http://127.0.0.1:8080/v1#qwen2.5)")
+    if not rest.strip():
+        raise ConfigError(f"LLM provider {spec!r} names no model")
+    try:
+        return _FACTORIES[scheme](rest.strip(), api_key, options)
+    except TypeError as exc:  # an unknown keyword in options
+        raise ConfigError(f"bad LLM option for {spec!r}: {exc}") from exc
