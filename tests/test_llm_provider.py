@@ -78,9 +78,21 @@ class FakeProvider(BaseHTTPRequestHandler):
             self._send(200, b"<html>gateway</html>")
         elif mode == "nochoices":
             self._send(200, b'{"choices": []}')
-        elif mode == "noformat":  # an older server: 400 on response_format
+        elif mode == "noformat":  # a server that takes no response_format at all
             if "response_format" in body:
                 self._send(400, json.dumps({"error": "response_format not supported"}).encode())
+            else:
+                self._send(200, _chat_body(ANSWER))
+        elif mode == "objectonly":  # llama-cpp-python: json_object + schema, 422 otherwise
+            kind = body.get("response_format", {}).get("type")
+            if kind == "json_schema":
+                self._send(422, b'{"detail": [{"loc": ["body", "response_format", "type"]}]}')
+            else:
+                self._send(200, _chat_body(ANSWER))
+        elif mode == "schema500":  # some llama.cpp forks answer 500 for json_schema
+            if body.get("response_format", {}).get("type") == "json_schema":
+                self._send(500, b'{"error": {"message": "response_format type must be one '
+                                b'of \\"text\\" or \\"json_object\\", but got: json_schema"}}')
             else:
                 self._send(200, _chat_body(ANSWER))
         elif mode == "slow":
@@ -145,11 +157,41 @@ def test_message_values_are_accepted(server):
 def test_rejected_response_format_falls_back_to_prompt_json(server):
     llm = _llm(server, "noformat")
     first = llm.complete(HELLO, schema=EXTRACTION_SCHEMA)
-    assert not first.server_schema and not llm.supports_json_schema
+    assert not first.server_schema and llm.structured_output == "prompt"
     assert len(first.parsed.items) == 1
-    assert "JSON Schema" in FakeProvider.requests[1][2]["messages"][-1]["content"]
+    sent = [body for _, _, body in FakeProvider.requests]
+    assert [b.get("response_format", {}).get("type") for b in sent] == [
+        "json_schema", "json_object", None]
+    assert "JSON Schema" in sent[2]["messages"][0]["content"]
+    assert sent[2]["messages"][0]["role"] == "system"
     llm.complete(HELLO, schema=EXTRACTION_SCHEMA)
-    assert FakeProvider.counters["noformat"] == 3  # the capability is remembered
+    assert FakeProvider.counters["noformat"] == 4  # the capability is remembered
+
+
+@pytest.mark.parametrize("mode", ["objectonly", "schema500"])
+def test_json_object_with_schema_when_json_schema_is_refused(server, mode):
+    llm = _llm(server, mode, max_retries=3)
+    result = llm.complete(HELLO, schema=EXTRACTION_SCHEMA)
+    assert result.server_schema and llm.structured_output == "json_object"
+    assert FakeProvider.counters[mode] == 2  # the refusal is not retried as a 5xx
+    body = FakeProvider.requests[1][2]
+    assert body["response_format"]["schema"] == EXTRACTION_SCHEMA.json_schema()
+    assert len(result.parsed.items) == 1
+
+
+def test_schema_hint_joins_the_leading_system_message(server):
+    llm = _llm(server, "ok", structured_output="prompt")
+    llm.complete(extraction_prompt(HELLO), schema=EXTRACTION_SCHEMA)
+    messages = FakeProvider.requests[0][2]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[0]["content"].startswith("You extract") and "JSON Schema" in messages[0]["content"]
+
+
+def test_plain_call_without_schema_sends_no_response_format(server):
+    _llm(server, "noformat").complete(HELLO)
+    assert FakeProvider.counters["noformat"] == 1
+    with pytest.raises(ConfigError, match="structured_output"):
+        _llm(server, "ok", structured_output="xml")
 
 
 @pytest.mark.parametrize("mode, error, words", [
@@ -232,7 +274,7 @@ def test_parse_provider(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     openai = parse_provider("openai:gpt-4o-mini")
     assert (openai.model, openai.base_url, openai.api_key) == ("gpt-4o-mini", OPENAI_BASE_URL, "sk-env")
-    assert "sk-env" not in repr(openai)
+    assert "sk-env" not in repr(openai) and openai.needs_key
     assert parse_provider("openai:gpt-4o-mini", api_key="sk-arg").api_key == "sk-arg"
 
     monkeypatch.setenv("MEMSTRATA_LLM_API_KEY", "local-key")

@@ -71,8 +71,8 @@ def _check_extraction(parsed) -> None:
 def test_extraction_through_the_real_server(server):
     log = UsageLog()
     llm = parse_provider(server.spec, usage=log, timeout_s=120, max_retries=1)
-    for server_schema in (True, False):  # grammar-constrained, then prompt-only JSON
-        llm.supports_json_schema = server_schema
+    for mode in ("json_schema", "prompt"):  # server-enforced if it can, then prompt-only
+        llm.structured_output = mode
         result = llm.complete(extraction_prompt(CONVERSATION), schema=EXTRACTION_SCHEMA,
                               max_tokens=200, purpose="extract")
         assert isinstance(result.text, str)

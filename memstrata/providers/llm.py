@@ -36,11 +36,13 @@ from ..types import Message
 from .structured import Parsed, Schema, extract_json, parse
 
 __all__ = ["LLM", "Completion", "UsageRecord", "UsageSummary", "UsageSink", "UsageLog",
-           "OpenAICompatibleLLM", "parse_provider", "OPENAI_BASE_URL"]
+           "OpenAICompatibleLLM", "parse_provider", "OPENAI_BASE_URL", "STRUCTURED_MODES"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-_REJECTED_FORMAT = frozenset({400, 422})  # how servers say "no response_format here"
+# Ways to ask for JSON, best first: OpenAI/vLLM take json_schema; llama-cpp-python and
+# older llama.cpp builds take json_object with a "schema" (enforced by a grammar).
+STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,11 +203,15 @@ class UsageLog:
 class OpenAICompatibleLLM:
     """An OpenAI-compatible ``/chat/completions`` endpoint, called synchronously.
 
-    ``supports_json_schema`` starts True and turns False the first time the server
-    rejects ``response_format`` with a 400; from then on the schema travels in the
-    prompt only and the tolerant parser does the rest. Retries 429, 5xx and connection
-    errors with exponential backoff and jitter, honouring ``Retry-After`` up to
-    ``max_wait_s``. A timeout is not retried: the caller (a job) retries later.
+    ``structured_output`` is how a schema is requested, one of :data:`STRUCTURED_MODES`.
+    It starts at ``json_schema`` and steps down the first time the server rejects
+    ``response_format`` (400/422, or any error that names it); at ``prompt`` the schema
+    travels in the prompt only and the tolerant parser does the rest.
+
+    Retries 429, 5xx and connection errors with exponential backoff and jitter,
+    honouring ``Retry-After`` up to ``max_wait_s``. A timeout is not retried: the
+    caller (a background job) retries later. ``needs_key`` (set for ``openai:``) makes
+    a missing key a :class:`ConfigError` at construction rather than a 401 later.
     """
 
     model: str
@@ -216,23 +222,24 @@ class OpenAICompatibleLLM:
     backoff_s: float = 0.5
     max_wait_s: float = 30.0
     usage: UsageSink = field(default_factory=UsageLog)
-    supports_json_schema: bool = True
+    structured_output: str = "json_schema"
+    needs_key: bool = False
     transport: httpx.BaseTransport | None = None
     sleep: Callable[[float], None] = time.sleep
     _client: httpx.Client = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.structured_output not in STRUCTURED_MODES:
+            raise ConfigError(f"structured_output must be one of {', '.join(STRUCTURED_MODES)}")
         if not self.model:
             raise ConfigError("an LLM needs a model name, e.g. openai:gpt-4o-mini")
+        if self.needs_key and not self.api_key:
+            raise ConfigError(f"no API key for {self.base_url}: set OPENAI_API_KEY "
+                              "or pass api_key=...")
         self.base_url = self.base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self._client = httpx.Client(base_url=self.base_url, headers=headers,
                                     timeout=self.timeout_s, transport=self.transport)
-
-    @property
-    def needs_key(self) -> bool:
-        """Whether this endpoint was configured with an API key."""
-        return bool(self.api_key)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -266,19 +273,26 @@ class OpenAICompatibleLLM:
     def _post_structured(self, body: dict[str, Any], schema: Schema | None) -> tuple[Any, bool]:
         if schema is None:
             return self._post(body), False
-        if self.supports_json_schema:
-            strict_body = dict(body, response_format={
-                "type": "json_schema",
-                "json_schema": {"name": schema.name, "schema": schema.json_schema()}})
+        hinted = _with_system_hint(body["messages"], "Answer with JSON only, matching this "
+                                   "JSON Schema: " + json.dumps(schema.json_schema(), ensure_ascii=False))
+        while True:
+            mode = self.structured_output
+            if mode == "prompt":
+                return self._post(dict(body, messages=hinted)), False
+            if mode == "json_schema":
+                fmt = {"type": "json_schema",
+                       "json_schema": {"name": schema.name, "schema": schema.json_schema()}}
+                request = dict(body, response_format=fmt)
+            else:  # json_object also needs "JSON" in the prompt (OpenAI insists)
+                fmt = {"type": "json_object", "schema": schema.json_schema()}
+                request = dict(body, response_format=fmt, messages=hinted)
             try:
-                return self._post(strict_body, fallback_statuses=_REJECTED_FORMAT), True
+                return self._post(request, detect_rejected_format=True), True
             except _FormatRejected:
-                self.supports_json_schema = False  # remembered: one wasted call per client
-        hint = {"role": "system", "content": "Answer with JSON only, matching this JSON Schema: "
-                + json.dumps(schema.json_schema(), ensure_ascii=False)}
-        return self._post(dict(body, messages=[*body["messages"], hint])), False
+                # Remembered, so a client wastes at most two calls finding its level.
+                self.structured_output = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
 
-    def _post(self, body: dict[str, Any], fallback_statuses: frozenset[int] = frozenset()) -> Any:
+    def _post(self, body: dict[str, Any], detect_rejected_format: bool = False) -> Any:
         url = f"{self.base_url}/chat/completions"
         for attempt in range(self.max_retries + 1):
             last = attempt == self.max_retries
@@ -294,11 +308,11 @@ class OpenAICompatibleLLM:
                                         "and the base URL right?") from exc
                 self.sleep(self._delay(attempt, None))
                 continue
+            if detect_rejected_format and _rejects_format(response):
+                raise _FormatRejected()
             if response.status_code in _RETRY_STATUS and not last:
                 self.sleep(self._delay(attempt, response.headers.get("retry-after")))
                 continue
-            if response.status_code in fallback_statuses:
-                raise _FormatRejected()
             return _json_body(response, url, self.model)
         raise AssertionError("unreachable")  # the last attempt always returns or raises
 
@@ -315,8 +329,25 @@ class OpenAICompatibleLLM:
                                       tin, tout, latency, error))
 
 
+def _with_system_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
+    # Into the leading system message: several chat templates refuse a system message
+    # anywhere but first.
+    if messages and messages[0].get("role") == "system":
+        first = dict(messages[0], content=f"{messages[0].get('content') or ''}\n\n{hint}")
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": hint}, *messages]
+
+
 class _FormatRejected(Exception):
-    """Internal: the server refused response_format; retry without it."""
+    """Internal: the server refused response_format; retry with the next mode."""
+
+
+def _rejects_format(response: httpx.Response) -> bool:
+    if response.status_code in (400, 422):
+        return True
+    # Some servers answer 500 "response_format type must be one of text or json_object".
+    text = response.text.lower() if response.status_code >= 500 else ""
+    return "response_format" in text or "json_schema" in text
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
@@ -376,9 +407,8 @@ def _completion(data: Any, model: str, schema: Schema | None, server_schema: boo
 
 def _openai(rest: str, api_key: str | None, options: dict[str, Any]) -> OpenAICompatibleLLM:
     key = api_key or os.environ.get("OPENAI_API_KEY")
-    if not key:
-        raise ConfigError("no API key for openai: set OPENAI_API_KEY or pass api_key=...")
-    return OpenAICompatibleLLM(model=rest, base_url=OPENAI_BASE_URL, api_key=key, **options)
+    return OpenAICompatibleLLM(model=rest, base_url=OPENAI_BASE_URL, api_key=key,
+                               needs_key=True, **options)
 
 
 def _compatible(rest: str, api_key: str | None, options: dict[str, Any]) -> OpenAICompatibleLLM:
