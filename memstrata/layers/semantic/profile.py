@@ -1,0 +1,126 @@
+"""The core profile (R3.10, seed 002 §3.3): a fixed-structure portrait of the user,
+aggregated from active memory items and injected into every prompt.
+
+"A thousand fragments are worth less than one concise portrait": the profile holds the
+name, role, long-term goals, current major matters, key preferences and the language to
+answer in — nothing else — and renders as a short block in Chinese or English.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memstrata.types import Kind, MemoryItem, Status
+
+from .extract import cardinality, detect_lang
+
+__all__ = ["Profile", "aggregate", "render"]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """The user's core profile. ``sources`` lists the item ids it was built from."""
+
+    name: str | None = None
+    role: str | None = None
+    goals: tuple[str, ...] = ()
+    current: tuple[str, ...] = ()
+    preferences: tuple[str, ...] = ()
+    language: str | None = None
+    sources: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when nothing is known yet."""
+        return not (self.name or self.role or self.goals or self.current
+                    or self.preferences or self.language)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (the shape the API and the inspector show)."""
+        return {"name": self.name, "role": self.role, "goals": list(self.goals),
+                "current": list(self.current), "preferences": list(self.preferences),
+                "language": self.language, "sources": list(self.sources)}
+
+
+_ROLE_ATTRS = ("job", "employer")
+_PREF_ATTRS = ("answer_length", "answer_style", "answer_language", "likes", "food", "diet",
+               "allergies", "preferences", "language", "tools")
+_CURRENT_ATTRS = ("plans", "learning")
+_LANGS = {"Chinese": "zh", "English": "en"}
+
+
+def _recency(item: MemoryItem) -> tuple[datetime, int]:
+    return (item.updated_at, item.version)
+
+
+def _rank(item: MemoryItem) -> float:
+    return item.importance * item.confidence * float(item.metadata.get("weight", 1.0))
+
+
+def aggregate(items: Iterable[MemoryItem], *, max_per_part: int = 5) -> Profile:
+    """Build the profile from a user's items; only active ones (and open todos) count.
+
+    For single-valued attributes the latest item wins, even if an older one was never
+    superseded; multi-valued parts keep the ``max_per_part`` most important items.
+    """
+    active = [i for i in items if i.status is Status.ACTIVE]
+    latest: dict[str, MemoryItem] = {}
+    for item in sorted(active, key=_recency):
+        if item.attribute and cardinality(item.attribute) == "single":
+            latest[item.attribute] = item
+    single_ids = {i.id for i in latest.values()}
+    usable = [i for i in active if not (i.attribute and cardinality(i.attribute) == "single")
+              or i.id in single_ids]
+
+    def top(pred) -> list[MemoryItem]:
+        chosen = [i for i in usable if pred(i)]
+        return sorted(chosen, key=lambda i: (-_rank(i), -i.updated_at.timestamp()))[:max_per_part]
+
+    name = latest.get("name")
+    roles = [latest[a] for a in _ROLE_ATTRS if a in latest]
+    goals = top(lambda i: i.attribute == "goals")
+    current = top(lambda i: i.kind is Kind.TODO or i.attribute in _CURRENT_ATTRS)
+    prefs = top(lambda i: i.kind is Kind.INSTRUCTION or i.attribute in _PREF_ATTRS)
+    lang_item = latest.get("answer_language")
+    language = _LANGS.get(lang_item.value or "", lang_item.value) if lang_item else _majority_lang(usable)
+    used = [x for x in [name, *roles, *goals, *current, *prefs, lang_item] if x is not None]
+    return Profile(
+        name=name.value if name else None,
+        role="; ".join(r.content for r in roles) or None,
+        goals=tuple(g.content for g in goals),
+        current=tuple(c.content for c in current),
+        preferences=tuple(p.content for p in prefs),
+        language=language,
+        sources=tuple(dict.fromkeys(x.id for x in used)))
+
+
+def _majority_lang(items: list[MemoryItem]) -> str | None:
+    if not items:
+        return None
+    zh = sum(1 for i in items if detect_lang(i.content) == "zh")
+    return "zh" if zh * 2 > len(items) else "en"
+
+
+_LABELS = {
+    "en": ("User profile", "Name", "Role", "Long-term goals", "Current matters",
+           "Key preferences", "Language", "(nothing known yet)"),
+    "zh": ("用户档案", "称呼", "身份", "长期目标", "当前事项", "关键偏好", "语言", "（暂无信息）"),
+}
+
+
+def render(profile: Profile, lang: str = "en") -> str:
+    """The profile as a short text block for a system prompt, in ``"en"`` or ``"zh"``."""
+    title, n, r, g, c, p, lg, empty = _LABELS["zh" if lang == "zh" else "en"]
+    sep = "；" if lang == "zh" else "; "
+    colon = "：" if lang == "zh" else ": "
+    lines = [f"[{title}]"]
+    for label, value in ((n, profile.name), (r, profile.role), (g, sep.join(profile.goals)),
+                         (c, sep.join(profile.current)), (p, sep.join(profile.preferences)),
+                         (lg, profile.language)):
+        if value:
+            lines.append(f"- {label}{colon}{value}")
+    if len(lines) == 1:
+        lines.append(empty)
+    return "\n".join(lines)
