@@ -31,6 +31,8 @@ GOOD = {"kind": "fact", "content": "用户现在主要用 Go 写后端", "subjec
     ('{"a"："中文"，"b"：2}', [{"a": "中文", "b": 2}]),
     ('{"a": .5, "b": +2}', [{"a": 0.5, "b": 2}]),
     ('{"text": "line one\nline two"}', [{"text": "line one\nline two"}]),
+    ('{"a": 1 "b": "x"}', [{"a": 1, "b": "x"}]),
+    ('[{"a": 1} {"a": 2}] and {"c": 3}', [[{"a": 1}, {"a": 2}], {"c": 3}]),
 ])
 def test_extract_json(text, expected):
     assert extract_json(text) == expected

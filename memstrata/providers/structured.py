@@ -165,6 +165,11 @@ def _repair(text: str, start: int) -> tuple[Any, int] | None:
     i, n = start, len(text)
     while i < n:
         ch = _FULLWIDTH.get(text[i], text[i])
+        starts_value = ch in "\"'{[-+.0123456789" or _WORD.match(text, i) is not None
+        if last == "v" and stack and starts_value:  # small models drop commas
+            safe = (len(out), tuple(stack))
+            out.append(",")
+            last = ","
         if ch in "\"'":
             body, i, closed = _read_string(text, i)
             if not closed:
@@ -175,7 +180,7 @@ def _repair(text: str, start: int) -> tuple[Any, int] | None:
             last = "k" if is_key else "v"
             continue
         if ch in "{[":
-            if last in ("v", "k"):  # two values with no comma: not ours to guess
+            if last == "k":  # a key with no colon: not ours to guess
                 break
             if last in ("[", ","):  # an array element: a cut drops it whole
                 safe = (len(out), tuple(stack))
@@ -228,7 +233,7 @@ def _repair(text: str, start: int) -> tuple[Any, int] | None:
     cut, open_stack = safe
     body = "".join(out[:cut]).rstrip().rstrip(",")
     closing = "".join("}" if s == "{" else "]" for s in reversed(open_stack))
-    return _loads(body + closing, n)
+    return _loads(body + closing, max(i, start + 1))  # scanning resumes where we stopped
 
 
 def _read_string(text: str, i: int) -> tuple[str, int, bool]:
