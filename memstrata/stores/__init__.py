@@ -22,10 +22,21 @@ def _sqlite(url: str) -> Store:
     return open_sqlite(url)
 
 
+def _postgres(url: str) -> Store:
+    try:
+        from .postgres import open_postgres
+    except ImportError as exc:
+        raise ConfigError(f"the PostgreSQL backend needs psycopg, psycopg-pool and pgvector "
+                          f"({exc.name or exc} is missing): pip install 'memstrata[postgres]'") from exc
+    return open_postgres(url)
+
+
 # scheme -> factory; the one table that maps URLs to backends
 BACKENDS: dict[str, Callable[[str], Store]] = {
     "sqlite": _sqlite,
     "memory": _sqlite,
+    "postgresql": _postgres,
+    "postgres": _postgres,
 }
 
 

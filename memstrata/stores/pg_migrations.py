@@ -1,0 +1,84 @@
+"""Named schema migrations of the PostgreSQL backend, applied in order by ``setup()``.
+
+Every table that holds user data has (namespace, user_id) in its primary key, so each
+one distributes on Citus by ``user_id`` without changes (see ``docs/postgres.md``).
+Three tables are store-wide on purpose: ``schema_migrations``, ``meta`` and
+``embedding_cache`` (keyed by model and content hash, shared by everyone: a reference
+table on Citus). Never edit a released migration: append a new one.
+
+The HNSW index is not here: its expression names the embedding dimension, which only
+the first vector written tells us, so :class:`~memstrata.stores.postgres.PostgresStore`
+creates ``docs_hnsw_<dim>`` on demand.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PG_MIGRATIONS"]
+
+PG_MIGRATIONS: list[tuple[str, str]] = [
+    ("0001_initial", """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE sessions (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL, updated_at TIMESTAMPTZ NOT NULL,
+    status TEXT NOT NULL DEFAULT 'open', version INTEGER NOT NULL DEFAULT 1,
+    summary TEXT, message_range_end INTEGER NOT NULL DEFAULT 0,
+    metadata JSONB NOT NULL DEFAULT '{}',
+    PRIMARY KEY (namespace, user_id, session_id)
+);
+CREATE TABLE messages (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL, id TEXT NOT NULL, role TEXT NOT NULL, content TEXT,
+    name TEXT, tool_calls JSONB, tool_call_id TEXT, created_at TIMESTAMPTZ NOT NULL,
+    metadata JSONB NOT NULL DEFAULT '{}',
+    PRIMARY KEY (namespace, user_id, session_id, seq),
+    UNIQUE (namespace, user_id, id)
+);
+CREATE TABLE items (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL,
+    kind TEXT NOT NULL, content TEXT NOT NULL, subject TEXT, attribute TEXT, value TEXT,
+    confidence DOUBLE PRECISION NOT NULL, importance DOUBLE PRECISION NOT NULL,
+    status TEXT NOT NULL, version INTEGER NOT NULL, supersedes TEXT,
+    created_at TIMESTAMPTZ NOT NULL, updated_at TIMESTAMPTZ NOT NULL,
+    last_accessed TIMESTAMPTZ, access_count INTEGER NOT NULL DEFAULT 0,
+    source_session_id TEXT, source_message_ids JSONB NOT NULL DEFAULT '[]',
+    tags JSONB NOT NULL DEFAULT '[]', metadata JSONB NOT NULL DEFAULT '{}',
+    PRIMARY KEY (namespace, user_id, id)
+);
+CREATE INDEX items_scope ON items (namespace, user_id, status, created_at);
+CREATE TABLE item_versions (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, item_id TEXT NOT NULL,
+    id BIGINT GENERATED ALWAYS AS IDENTITY, version INTEGER NOT NULL,
+    op TEXT NOT NULL, actor TEXT NOT NULL, reason TEXT NOT NULL, at TIMESTAMPTZ NOT NULL,
+    before JSONB, after JSONB,
+    PRIMARY KEY (namespace, user_id, item_id, id)
+);
+CREATE TABLE docs (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL,
+    seq BIGINT GENERATED ALWAYS AS IDENTITY, layer TEXT NOT NULL, text TEXT NOT NULL,
+    session_id TEXT, kind TEXT, status TEXT, importance DOUBLE PRECISION,
+    created_at TIMESTAMPTZ NOT NULL, tags TEXT[] NOT NULL DEFAULT '{}',
+    doc_len INTEGER NOT NULL, dim INTEGER, embedding vector,
+    PRIMARY KEY (namespace, user_id, id)
+);
+CREATE INDEX docs_session ON docs (namespace, user_id, session_id);
+CREATE TABLE postings (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, term TEXT NOT NULL, doc_id TEXT NOT NULL,
+    tf_body INTEGER NOT NULL, tf_context INTEGER NOT NULL,
+    PRIMARY KEY (namespace, user_id, term, doc_id)
+);
+CREATE INDEX postings_doc ON postings (namespace, user_id, doc_id);
+CREATE TABLE scope_stats (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    n_docs BIGINT NOT NULL, total_len BIGINT NOT NULL,
+    PRIMARY KEY (namespace, user_id)
+);
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY, value TEXT NOT NULL
+);
+CREATE TABLE embedding_cache (
+    model TEXT NOT NULL, hash TEXT NOT NULL, vec BYTEA NOT NULL,
+    PRIMARY KEY (model, hash)
+)
+"""),
+]
