@@ -201,7 +201,7 @@ def test_forget_requests(text, query):
     assert forget_request(text) == query
 
 
-@pytest.mark.parametrize("text", ["don't forget to call mom", "I forgot my keys", "别忘了提醒我",
+@pytest.mark.parametrize("text", ["forget it", "Forget about it!", "don't forget to call mom", "I forgot my keys", "别忘了提醒我",
                                   "remove the header from the file", "I use Java", "我忘了带钥匙"])
 def test_not_forget_requests(text):
     assert forget_request(text) is None

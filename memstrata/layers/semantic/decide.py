@@ -233,7 +233,7 @@ _FORGET_EN = re.compile(
 _FORGET_ZH = re.compile(
     r"^\s*(?:请|麻烦|帮我)?(?:忘掉|忘记|忘了|别记住|不要记住|别记|不要记|删掉|删除)(?:关于)?(?P<q>[^。！？!?]*?)"
     r"(?:的记忆|这件事|这个)?(?:吧|好吗|哈)?[。！？!?]*\s*$")
-_THAT = {"that", "it", "this", "what i just said", "what i said", "that i said", "i said that",
+_THAT = {"that", "this", "what i just said", "what i said", "that i said", "i said that",
          "", "这个", "这件事", "刚才说的", "我刚才说的", "那个"}
 _MY = re.compile(r"^(?:my|our|about my|that my|that i)\s+", re.I)
 
@@ -248,6 +248,8 @@ def forget_request(message: Message | str) -> str | None:
     text = message.content or "" if isinstance(message, Message) else message
     if re.search(r"\b(?:don't|do not|never) forget\b|别忘|不要忘|忘不了", text, re.I):
         return None
+    if re.fullmatch(r"\s*(?:oh,? |ok,? |never ?mind,? )?(?:just )?forget(?: it| about it)?[.!]*\s*", text, re.I):
+        return None  # "forget it" means "never mind", not "delete what you know"
     for pattern in (_FORGET_EN, _FORGET_ZH):
         found = pattern.match(text)
         if found:

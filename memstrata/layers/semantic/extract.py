@@ -226,7 +226,7 @@ _TRAIL_EN = re.compile(
     r"(?:\s+(?:too|a lot|so much|very much|as well|anymore|any more|these days|lately|now|"
     r"right now|either|though|at all|honestly|really|haha|lol))+$", re.I)
 _CUT_EN = re.compile(r"\s+(?:because|but|since|and i|and it|so that|so i|which|who|when i|"
-                     r"if|although|while|though|,)\b.*$|[,;:(].*$", re.I)
+                     r"if|although|while|though)\b.*$|\s+[-–—]\s.*$|[,;:(].*$", re.I)
 _CUT_ZH = re.compile(r"[，,；;：:（(].*$|(?:因为|但是|不过|所以|而且).*$")
 _TRAIL_ZH = re.compile(r"(?:了|啦|呢|吧|啊|呀|哦|嘛|的|哈+|呵呵)+$")
 
@@ -309,6 +309,22 @@ def _role_ok(value: str) -> bool:
 def _object_ok(value: str) -> bool:
     words = value.split()
     return 0 < len(words) <= 8 and not _PRONOUN_START.search(value)
+
+
+def _plan_ok(value: str) -> bool:
+    words = value.split()
+    return 2 < len(words) <= 14 and words[-1].lower() not in ("it", "up", "this", "that")
+
+
+_LOOSE_START = re.compile(r"^(?:about|for|of|at|with|it|that|this|so|out|on|by|off|into|"
+                          r"through|over|a few|some time|a lot|there|here|to (?:a few|some))\b", re.I)
+
+
+def _event_ok(value: str) -> bool:
+    verb, _, rest = value.partition(" ")
+    rest = _TIME_EN.sub("", rest).strip()
+    return (2 <= len(rest.split()) <= 15 and not _PRONOUN_START.search(rest)
+            and not _LOOSE_START.search(rest))
 
 
 def _zh_ok(value: str) -> bool:
@@ -395,6 +411,8 @@ class Rule:
             template = self.negated
         if self.free_text:
             value = _zh_third(value) if lang == "zh" else _third_person(value, self.conjugate)
+        elif lang == "en":  # "talking about my bike" → "talking about their bike"
+            value = " ".join(_PRONOUNS.get(w.lower(), w) for w in value.split())
         return template.format(v=value, rel=rel) if template else ""
 
 
@@ -492,14 +510,14 @@ _EN = [
     _r("en.goal", r"\bmy (?:long[- ]term |main |big )?(?:goal|dream|aim|ambition) is (?:to )?"
        + _V + r"|\bi (?:want|hope|plan|dream) to (?:become|be) (?P<v2>an? [^.,;!?]+)", F, "goals",
        "User's goal is to {v}", importance=0.8, check=_object_ok),
-    _r("en.remind", r"\b(?:remind me|don't let me forget|do not let me forget) (?:to |about |that )?"
+    _r("en.remind", r"\b(?:remind me (?:to|about|that)|(?:don't|do not) let me forget(?: to)?) "
        + _V, T, "todo", "User needs to {v}", importance=0.8, free_text=True, conjugate=False, check=_object_ok),
-    _r("en.need_by", r"\bi (?:need|have|must|got|gotta|should) (?:to )?(?P<v>[^.,;!?]+? (?:by|before|"
+    _r("en.need_by", r"\bi (?:need to|have to|must|got to|gotta|should) (?P<v>[^.,;!?]+? (?:by|before|"
        r"until|on|next|this|tomorrow|tonight)\b[^.,;!?]*)", T, "todo", "User needs to {v}",
        importance=0.75, free_text=True, conjugate=False),
     _r("en.plan", _I + r" (?:planning|going|gonna|about|hoping|thinking of|thinking about|"
        r"looking forward) (?:to )?(?P<v>[^.,;!?]+)", E, "plans", "User plans to {v}",
-       importance=0.55, free_text=True, conjugate=False, check=lambda v: 1 < len(v.split()) <= 14),
+       importance=0.55, free_text=True, conjugate=False, check=_plan_ok),
     _r("en.habit", r"\bi (?P<v>(?:usually|always|often|normally|typically|regularly|never|"
        r"every (?:day|morning|night|week)) [^.,;!?]+)", F, "habits", "User {v}",
        importance=0.55, free_text=True, check=lambda v: 1 < len(v.split()) <= 14),
@@ -508,7 +526,7 @@ _EN = [
        r"traveled|travelled|published|launched|volunteered|organized|hosted|created|built|"
        r"signed up|took up|ran|received|passed|opened|bought|got|made|lost|read|wrote|tried|met)"
        r" [^.,;!?]+)", E, "events", "User {v}", importance=0.5, free_text=True,
-       check=lambda v: 1 < len(v.split()) <= 16 and not _PRONOUN_START.search(v.split(" ", 1)[1])),
+       check=_event_ok),
     _r("en.short", r"\b(?:keep (?:it|answers|replies|responses) (?:short|brief|concise|simple)|"
        r"(?:be|please be) (?:brief|concise|short)|(?:short|shorter|concise|brief) (?:answers|"
        r"replies|responses)|get (?:straight )?to the point|no need to elaborate)", INS,
