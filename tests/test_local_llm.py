@@ -74,7 +74,7 @@ def test_extraction_through_the_real_server(server):
     for mode in ("json_schema", "prompt"):  # server-enforced if it can, then prompt-only
         llm.structured_output = mode
         result = llm.complete(extraction_prompt(CONVERSATION), schema=EXTRACTION_SCHEMA,
-                              max_tokens=200, purpose="extract")
+                              max_tokens=128, purpose="extract")
         assert isinstance(result.text, str)
         _check_extraction(result.parsed)  # whatever came back, nothing out of range
     summary = log.summary(by="purpose")["extract"]
@@ -85,10 +85,10 @@ def test_extraction_through_the_real_server(server):
 def test_verdict_and_summary_never_crash(server):
     llm = server.llm(timeout_s=120, max_retries=1)
     verdict = llm.complete(conflict_prompt("用户用 Java", "用户改用 Go 了"),
-                           schema=CONFLICT_SCHEMA, max_tokens=80).parsed
+                           schema=CONFLICT_SCHEMA, max_tokens=48).parsed
     assert verdict.first is None or verdict.first["relation"] in (
         "contradiction", "same", "scenario_differs", "unrelated")
     summary = llm.complete(first_summary_prompt(CONVERSATION), schema=SUMMARY_SCHEMA,
-                           max_tokens=200).parsed
+                           max_tokens=96).parsed
     if summary.first is not None:
         assert all(len(v) <= 200 for v in summary.first.values())
