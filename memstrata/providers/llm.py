@@ -111,15 +111,18 @@ class UsageRecord:
 
     @property
     def ok(self) -> bool:
+        """Whether the call succeeded."""
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the row a store would persist)."""
         out = asdict(self)
         out["at"] = self.at.isoformat()
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "UsageRecord":
+        """The inverse of :meth:`to_dict`."""
         values = dict(data)
         values["at"] = datetime.fromisoformat(values["at"])
         return cls(**values)
@@ -137,13 +140,16 @@ class UsageSummary:
 
     @property
     def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
     @property
     def mean_latency_s(self) -> float:
+        """Average seconds per call (0 when there were none)."""
         return self.latency_s / self.calls if self.calls else 0.0
 
     def add(self, r: UsageRecord) -> "UsageSummary":
+        """These totals with one more record counted."""
         return UsageSummary(self.calls + 1, self.failures + (not r.ok),
                             self.prompt_tokens + r.prompt_tokens,
                             self.completion_tokens + r.completion_tokens,

@@ -109,6 +109,7 @@ class LocalLLMServer:
 
     @property
     def running(self) -> bool:
+        """Whether the server process is alive."""
         return self._process is not None and self._process.poll() is None
 
     def llm(self, **options: Any) -> OpenAICompatibleLLM:
