@@ -38,6 +38,8 @@ __all__ = [
 
 
 class Role(str, Enum):
+    """The OpenAI chat roles memstrata accepts."""
+
     SYSTEM = "system"
     USER = "user"
     ASSISTANT = "assistant"
@@ -55,6 +57,8 @@ class Kind(str, Enum):
 
 
 class Status(str, Enum):
+    """A memory item's life: active, superseded by a newer version, inactive (decayed), done (todos)."""
+
     ACTIVE = "active"
     SUPERSEDED = "superseded"
     INACTIVE = "inactive"

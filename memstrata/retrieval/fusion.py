@@ -4,8 +4,11 @@ Pure functions over ranked ``(id, raw_score)`` lists. Two methods:
 
 * ``rrf`` — reciprocal-rank fusion, ``w / (k + rank)`` summed over lists and divided by
   the best possible sum, so a document ranked first in every list scores 1.0.
-* ``weighted`` — each list's raw scores min-max normalised within the list, then a
-  weighted mean. Keeps score gaps that RRF throws away.
+* ``weighted`` — a weighted mean of normalised scores. BM25 scores are divided by the
+  best score of the list (a weak match among strong ones stays weak but is not
+  zeroed); cosines are min-max normalised within the list, because dense models put
+  related and unrelated texts in a narrow band (e5: 0.7–0.9). Keeps score gaps that RRF
+  throws away.
 """
 
 from __future__ import annotations
@@ -61,10 +64,15 @@ def rrf(dense: Sequence[Candidate], lexical: Sequence[Candidate], *,
     return out
 
 
+def _by_max(candidates: Sequence[Candidate]) -> dict[str, float]:
+    best = max((s for _, s in candidates), default=0.0)
+    return {d: (s / best if best > 0 else 0.0) for d, s in candidates}
+
+
 def weighted(dense: Sequence[Candidate], lexical: Sequence[Candidate], *,
              dense_weight: float = 0.5, lexical_weight: float = 0.5) -> list[Fused]:
-    """Weighted mean of min-max normalised scores; a list that misses a doc gives it 0."""
-    d_norm, l_norm = _minmax(dense), _minmax(lexical)
+    """Weighted mean of normalised scores; a list that misses a doc gives it 0."""
+    d_norm, l_norm = _minmax(dense), _by_max(lexical)
     d_ranks, l_ranks = _ranks(dense), _ranks(lexical)
     total_weight = (dense_weight if dense else 0.0) + (lexical_weight if lexical else 0.0)
     out = []

@@ -9,6 +9,12 @@ The seeds give three formulas; each is a preset, and every weight is configurabl
 * ``decay`` (seed 003): ``similarity × 0.5^(age/half_life) × layer_weight``, half-life
   30 days (7 for support bots), layer weights working 1.0, semantic 0.8, episodic 0.5.
 * ``relevance``: similarity alone — for archives and benchmarks where age says nothing.
+
+The weighted-sum presets are *gated* by default: the recency and importance terms are
+multiplied by the similarity, ``sim·(0.6 + 0.3·recency + 0.1·importance)``. Ungated, a
+brand-new memory that has nothing to do with the query outranks an old one that
+answers it (recency alone is worth 0.3); gated, freshness and importance only reorder
+candidates that are relevant. ``gated=False`` gives the seeds' formula verbatim.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class ScoringPreset:
     recency_curve: str = "half_life"  # "half_life" or "linear"
     half_life_days: float = 30.0
     window_days: float = 30.0  # for the linear curve
+    gated: bool = True
     layer_weights: Mapping[str, float] = field(
         default_factory=lambda: {"working": 1.0, "semantic": 0.8, "episodic": 0.5})
 
@@ -75,6 +82,7 @@ def final_score(similarity: float, created_at: datetime, importance: float, laye
     layer_weight = preset.layer_weights.get(layer, 1.0)
     if preset.formula == "product":
         return similarity * fresh * layer_weight, fresh, layer_weight
-    score = (preset.similarity_weight * similarity + preset.recency_weight * fresh
-             + preset.importance_weight * importance)
-    return score, fresh, layer_weight
+    bonus = preset.recency_weight * fresh + preset.importance_weight * importance
+    if preset.gated:
+        bonus *= similarity
+    return preset.similarity_weight * similarity + bonus, fresh, layer_weight

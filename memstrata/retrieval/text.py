@@ -23,6 +23,7 @@ _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 # English stop words (the usual IR list) plus chat fillers; question words are kept
 # out of the index and the query alike, which is what we want for "what did X say".
+# "may" is deliberately absent: as a month it matters to temporal questions.
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are aren't as at be because been before
 being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
@@ -35,7 +36,7 @@ these they they'd they'll they're they've this those through to too under until 
 wasn't we we'd we'll we're we've were weren't what what's when when's where where's which while
 who who's whom why why's with won't would wouldn't you you'd you'll you're you've your yours
 yourself yourselves also just really yeah yes oh ok okay hey hi hello wow lol haha hmm um uh
-will would shall may might must s t d ll re ve m
+will would shall might must s t d ll re ve m
 """.split())
 
 # Chinese function words and particles that carry no topic.

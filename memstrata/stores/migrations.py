@@ -19,20 +19,22 @@ CREATE TABLE sessions (
     PRIMARY KEY (namespace, user_id, session_id)
 );
 CREATE TABLE messages (
-    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    id TEXT NOT NULL, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT,
     name TEXT, tool_calls TEXT, tool_call_id TEXT, created_at REAL NOT NULL,
     metadata TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (namespace, user_id, id),
     UNIQUE (namespace, user_id, session_id, seq)
 );
 CREATE TABLE items (
-    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    id TEXT NOT NULL, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
     kind TEXT NOT NULL, content TEXT NOT NULL, subject TEXT, attribute TEXT, value TEXT,
     confidence REAL NOT NULL, importance REAL NOT NULL, status TEXT NOT NULL,
     version INTEGER NOT NULL, supersedes TEXT, created_at REAL NOT NULL,
     updated_at REAL NOT NULL, last_accessed REAL, access_count INTEGER NOT NULL DEFAULT 0,
     source_session_id TEXT, source_message_ids TEXT NOT NULL DEFAULT '[]',
-    tags TEXT NOT NULL DEFAULT '[]', metadata TEXT NOT NULL DEFAULT '{}'
+    tags TEXT NOT NULL DEFAULT '[]', metadata TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (namespace, user_id, id)
 );
 CREATE INDEX items_scope ON items (namespace, user_id, status, created_at);
 CREATE TABLE item_versions (

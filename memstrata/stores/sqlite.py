@@ -220,10 +220,19 @@ class SQLiteStore(Store):
         if (item.user_id, item.namespace) != (scope.user_id, scope.namespace):
             raise ValidationError("item belongs to another user or namespace")
         with self.transaction():
-            self._x("INSERT OR REPLACE INTO items (id, namespace, user_id, kind, content, subject, "
+            self._x("INSERT INTO items (id, namespace, user_id, kind, content, subject, "
                     "attribute, value, confidence, importance, status, version, supersedes, "
                     "created_at, updated_at, last_accessed, access_count, source_session_id, "
-                    "source_message_ids, tags, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "source_message_ids, tags, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                    "ON CONFLICT(namespace, user_id, id) DO UPDATE SET kind=excluded.kind, "
+                    "content=excluded.content, subject=excluded.subject, attribute=excluded.attribute, "
+                    "value=excluded.value, confidence=excluded.confidence, importance=excluded.importance, "
+                    "status=excluded.status, version=excluded.version, supersedes=excluded.supersedes, "
+                    "created_at=excluded.created_at, updated_at=excluded.updated_at, "
+                    "last_accessed=excluded.last_accessed, access_count=excluded.access_count, "
+                    "source_session_id=excluded.source_session_id, "
+                    "source_message_ids=excluded.source_message_ids, tags=excluded.tags, "
+                    "metadata=excluded.metadata",
                     (item.id, scope.namespace, scope.user_id, item.kind.value, item.content,
                      item.subject, item.attribute, item.value, item.confidence, item.importance,
                      item.status.value, item.version, item.supersedes, item.created_at.timestamp(),
@@ -333,7 +342,8 @@ class SQLiteStore(Store):
                 else:
                     rowid = row[0]
                     self._x("UPDATE docs SET layer=?, text=?, session_id=?, kind=?, status=?, "
-                            "importance=?, created_at=?, tags=? WHERE rowid=?", (*values, rowid))
+                            "importance=?, created_at=?, tags=? WHERE rowid=? AND namespace=? AND "
+                            "user_id=?", (*values, rowid, scope.namespace, scope.user_id))
                     self._x("DELETE FROM docs_fts WHERE rowid=?", (rowid,))
                 self._x("INSERT INTO docs_fts (rowid, scope, body, context) VALUES (?,?,?,?)",
                         (rowid, scope.key, doc.body, doc.context))

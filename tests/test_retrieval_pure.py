@@ -1,0 +1,109 @@
+"""Fusion, scoring and text analysis as pure functions."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, strategies as st
+
+from memstrata.retrieval.documents import build_query, date_words
+from memstrata.retrieval.fusion import fuse, rrf, weighted
+from memstrata.retrieval.scoring import PRESETS, final_score, get_preset, recency
+from memstrata.retrieval.text import analyze, detect_language, tokenize
+
+NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def test_english_is_stemmed_and_stop_words_dropped():
+    assert analyze("The cats were running to the parks") == ["cat", "run", "park"]
+    assert analyze("Caroline's painting") == analyze("caroline paints")
+
+
+def test_chinese_is_segmented_for_search():
+    tokens = analyze("我最喜欢自然语言处理")
+    assert "自然" in tokens and "语言" in tokens and "处理" in tokens
+    assert "我" not in tokens  # function words carry no topic
+
+
+def test_mixed_text_keeps_both_scripts():
+    tokens = analyze("我在学习Python和Go语言")
+    assert "python" in tokens and "go" in tokens and "学习" in tokens
+
+
+def test_language_detection():
+    assert detect_language(["我喜欢喝咖啡"]) == "zh"
+    assert detect_language(["I like coffee"]) == "en"
+
+
+def test_rrf_top_in_both_lists_scores_one():
+    out = rrf([("a", 0.9), ("b", 0.8)], [("a", 12.0), ("c", 3.0)])
+    assert out[0].id == "a" and out[0].similarity == pytest.approx(1.0)
+    assert {f.id for f in out} == {"a", "b", "c"}
+    assert out[0].dense_rank == 1 and out[0].lexical_rank == 1
+
+
+def test_weighted_fusion_keeps_score_gaps():
+    out = weighted([("a", 0.9), ("b", 0.1)], [("b", 10.0), ("a", 9.9)], dense_weight=0.5,
+                   lexical_weight=0.5)
+    by = {f.id: f for f in out}
+    assert by["a"].similarity > by["b"].similarity
+    assert by["b"].dense == pytest.approx(0.0) and by["b"].lexical == pytest.approx(1.0)
+    assert by["a"].lexical == pytest.approx(0.99)  # a near-tie in BM25 stays a near-tie
+
+
+def test_fusion_with_one_empty_list_uses_the_other_alone():
+    out = weighted([], [("x", 5.0), ("y", 1.0)])
+    assert [f.id for f in out] == ["x", "y"] and out[0].similarity == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        fuse([], [], method="nope")
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.floats(0, 1)), max_size=8),
+       st.lists(st.tuples(st.sampled_from("abcdefgh"), st.floats(0, 50)), max_size=8),
+       st.sampled_from(["rrf", "weighted"]))
+def test_fused_similarity_is_a_unit_interval_and_ids_are_the_union(dense, lexical, method):
+    dense = sorted(dict(dense).items(), key=lambda x: -x[1])
+    lexical = sorted(dict(lexical).items(), key=lambda x: -x[1])
+    out = fuse(dense, lexical, method=method)
+    assert {f.id for f in out} == {d for d, _ in dense} | {d for d, _ in lexical}
+    assert all(-1e-9 <= f.similarity <= 1 + 1e-9 for f in out)
+    assert [f.similarity for f in out] == sorted((f.similarity for f in out), reverse=True)
+
+
+def test_balanced_preset_matches_seed_002_weights_when_ungated():
+    preset = get_preset("balanced").with_overrides(gated=False)
+    score, fresh, _ = final_score(0.5, NOW, 0.2, "semantic", NOW, preset)
+    assert fresh == pytest.approx(1.0)
+    assert score == pytest.approx(0.6 * 0.5 + 0.3 * 1.0 + 0.1 * 0.2)
+
+
+def test_gating_keeps_irrelevant_fresh_items_below_relevant_old_ones():
+    preset = get_preset("balanced")
+    fresh_irrelevant, _, _ = final_score(0.05, NOW, 0.9, "semantic", NOW, preset)
+    old_relevant, _, _ = final_score(0.9, NOW - timedelta(days=400), 0.5, "episodic", NOW, preset)
+    assert old_relevant > fresh_irrelevant
+
+
+def test_recency_curves():
+    assert recency(NOW - timedelta(days=30), NOW, PRESETS["balanced"]) == pytest.approx(0.5)
+    assert recency(NOW - timedelta(days=15), NOW, PRESETS["fresh"]) == pytest.approx(0.5)
+    assert recency(NOW - timedelta(days=45), NOW, PRESETS["fresh"]) == 0.0
+    assert recency(NOW - timedelta(days=7), NOW, PRESETS["support"]) == pytest.approx(0.5)
+
+
+def test_decay_preset_multiplies_layer_weight():
+    score, _, weight = final_score(1.0, NOW, 0.5, "episodic", NOW, PRESETS["decay"])
+    assert weight == 0.5 and score == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        get_preset("unknown")
+
+
+def test_query_is_built_from_current_and_recent_turns():
+    lexical, dense = build_query("what about the hike?", ["We talked about Wutong mountain", "old"], 1)
+    assert "hike" in lexical and "old" in lexical and "wutong" not in lexical
+    assert dense.endswith("what about the hike?")
+
+
+def test_date_words_are_bilingual():
+    words = date_words(datetime(2023, 5, 8, tzinfo=timezone.utc))
+    assert "8 May 2023" in words and "2023年5月8日" in words
+    assert tokenize(words).split()[:3] == ["8", "may", "2023"]
