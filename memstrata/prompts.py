@@ -212,13 +212,18 @@ def first_summary_prompt(messages: Sequence[Mapping[str, Any] | Message], *,
     return _chat(system, f"<conversation>\n{_transcript(messages)}\n</conversation>")
 
 
-def merged_summary_prompt(previous: str | Mapping[str, Any],
-                          messages: Sequence[Mapping[str, Any] | Message], *,
+def merged_summary_prompt(previous: Any, messages: Sequence[Mapping[str, Any] | Message], *,
                           language: str | None = None, max_chars: int = 200) -> list[dict[str, str]]:
     """Messages asking to fold only the new ``messages`` into the ``previous`` summary
-    (v1 -> v2 -> v3), so each call costs the same however long the session is."""
-    if isinstance(previous, Mapping):
-        previous = json.dumps({k: previous.get(k, "") for k in SUMMARY_PARTS}, ensure_ascii=False)
+    (v1 -> v2 -> v3), so each call costs the same however long the session is.
+
+    ``previous`` is text, a dict of :data:`SUMMARY_PARTS`, or any object with those
+    attributes (such as ``layers.summary.StructuredSummary``).
+    """
+    if not isinstance(previous, str):
+        get = previous.get if isinstance(previous, Mapping) else (
+            lambda part, default: getattr(previous, part, default))
+        previous = json.dumps({k: get(k, "") or "" for k in SUMMARY_PARTS}, ensure_ascii=False)
     lang = _pick(language, previous, *_texts(messages))
     system = _MERGE[lang] + "\n" + _SUMMARY_SHAPE[lang].format(n=max_chars)
     prev_l, new_l = ("已有摘要", "新增对话") if lang == "zh" else ("Existing summary", "New conversation")
