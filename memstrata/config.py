@@ -45,7 +45,46 @@ SETTINGS: tuple[Setting, ...] = (
             "BM25 weight of a turn's context (neighbouring turns, date) against its own text"),
     Setting("query_turns", 3, int, "Recent turns added to the query besides the current message"),
     Setting("embed_batch", 32, int, "Texts per embedding call during imports"),
+    Setting("extraction", "rules", str,
+            "L3 extraction after add(): rules (offline, in a background job) or off"),
+    Setting("worker", "thread", str,
+            "Who runs background jobs: thread (inside Memory) or off (a `memstrata worker` "
+            "process; flush() then runs them inline)"),
+    Setting("job_lease_s", 60.0, float,
+            "Seconds a claimed job stays claimed; a dead worker's job is reclaimed after it"),
+    Setting("job_max_attempts", 3, int, "Attempts before a failing job is marked failed"),
+    Setting("extract_window", 6, int, "Recent messages an extraction job reads (R3.1)"),
+    Setting("dedup_threshold", 0.92, float,
+            "Cosine above which a same-kind candidate sharing wording boosts an item (R3.4)"),
+    Setting("conflict_low", 0.70, float,
+            "Lower cosine bound of the conflict band (R3.5); slots decide first"),
+    Setting("boost_step", 0.05, float, "Confidence added when a memory is stated again"),
+    Setting("session_only_below", 0.5, float,
+            "Confidence under which a candidate stays out of long-term memory (R3.3)"),
+    Setting("require_repetition", False, bool,
+            "Facts and preferences enter long-term memory only after two mentions"),
+    Setting("max_items_per_user", 1000, int,
+            "Active items per user; maintain() deactivates the lowest-value ones above it"),
+    Setting("decay_max_age_days", 90.0, float,
+            "maintain(): items older than this and recalled at most twice become inactive"),
+    Setting("decay_min_confidence", 0.3, float,
+            "maintain(): items under this confidence become inactive"),
+    Setting("feedback_up", 0.1, float, "Confidence added by a thumbs-up"),
+    Setting("feedback_down", 0.6, float, "Confidence removed by a thumbs-down"),
+    Setting("forget_similarity", 0.9, float,
+            "Cosine at which a 'forget X' request matches an item without a shared word"),
+    Setting("forget_messages", True, bool,
+            "'Forget that' in conversation also deletes the raw turns the items came from"),
 )
+
+
+def _flag(raw: str, env: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{env}={raw!r} is not a valid flag; use 1/0, true/false, yes/no or on/off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +103,23 @@ class Settings:
     context_weight: float = 0.3
     query_turns: int = 3
     embed_batch: int = 32
+    extraction: str = "rules"
+    worker: str = "thread"
+    job_lease_s: float = 60.0
+    job_max_attempts: int = 3
+    extract_window: int = 6
+    dedup_threshold: float = 0.92
+    conflict_low: float = 0.70
+    boost_step: float = 0.05
+    session_only_below: float = 0.5
+    require_repetition: bool = False
+    max_items_per_user: int = 1000
+    decay_max_age_days: float = 90.0
+    decay_min_confidence: float = 0.3
+    feedback_up: float = 0.1
+    feedback_down: float = 0.6
+    forget_similarity: float = 0.9
+    forget_messages: bool = True
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":
@@ -73,7 +129,8 @@ class Settings:
             raw = os.environ.get(setting.env)
             if raw is not None:
                 try:
-                    values[setting.name] = setting.type(raw)
+                    values[setting.name] = (_flag(raw, setting.env) if setting.type is bool
+                                            else setting.type(raw))
                 except ValueError:
                     raise ConfigError(f"{setting.env}={raw!r} is not a valid {setting.type.__name__}") from None
         known = {f.name for f in fields(cls)}

@@ -14,6 +14,7 @@ the problem.
     ├── NotFoundError          unknown item, session or user id
     ├── ConflictError          optimistic-lock failure (someone else wrote first)
     ├── BudgetError            a token budget too small for what must be kept
+    ├── JobError               a background job failed, or did not finish in time
     ├── StoreError             the database failed (corrupt, read-only, unreachable)
     │   └── StoreUnavailableError   the server cannot be reached or refused the login
     └── ProviderError          an embedding or LLM endpoint failed
@@ -34,6 +35,7 @@ __all__ = [
     "NotFoundError",
     "ConflictError",
     "BudgetError",
+    "JobError",
     "StoreError",
     "StoreUnavailableError",
     "ProviderError",
@@ -74,6 +76,11 @@ class ConflictError(MemstrataError):
 
 class BudgetError(MemstrataError, ValueError):
     """A token budget too small for what must always be kept."""
+
+
+class JobError(MemstrataError):
+    """A background job failed (its error is recorded with the job in the store) or
+    did not finish in time."""
 
 
 class StoreError(MemstrataError):

@@ -27,13 +27,16 @@ from typing import Any
 from tqdm import tqdm
 
 from .config import Settings
-from .errors import ConfigError, ValidationError
+from .errors import ConfigError, JobError, ValidationError
+from .jobs import UNFINISHED, Worker, wait_for
+from .layers.semantic.pipeline import MaintenanceReport, Pipeline, PipelineConfig
+from .layers.semantic.profile import Profile
 from .providers.embedders import Embedder, parse_embedder
 from .retrieval.documents import item_texts, message_texts
 from .retrieval.scoring import ScoringPreset
 from .retrieval.search import Mode, Retriever, SearchResult, embed_cached
 from .stores import open_store
-from .stores.base import IndexDoc, SessionInfo, Store
+from .stores.base import IndexDoc, Job, ProfileVersion, SessionInfo, Store
 from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
                     SearchHit, Status, new_id, utcnow)
 
@@ -98,6 +101,17 @@ class Memory:
                                    lexical_weight=s.lexical_weight,
                                    context_weight=s.context_weight, query_turns=s.query_turns)
 
+        self.pipeline = Pipeline(self.store, self.embedder, self.retriever,
+                                 PipelineConfig.from_settings(s))
+        if s.worker not in ("thread", "off"):
+            raise ConfigError(f"worker must be 'thread' or 'off', not {s.worker!r}")
+        if s.extraction not in ("rules", "off"):
+            raise ConfigError(f"extraction must be 'rules' or 'off', not {s.extraction!r}")
+        self.worker = Worker(self.store, {"extract": self.pipeline.run_extract},
+                             lease_s=s.job_lease_s, max_attempts=s.job_max_attempts)
+        if s.worker == "thread" and self.store.list_jobs(statuses=UNFINISHED, limit=1):
+            self.worker.start()  # resume what a previous process left pending
+
     def _check_embedder(self) -> None:
         recorded = self.store.get_meta("embedder")
         if recorded is None:
@@ -109,6 +123,7 @@ class Memory:
 
     # -- lifecycle ---------------------------------------------------------------
     def close(self) -> None:
+        self.worker.stop()
         self.store.close()
 
     def __enter__(self) -> "Memory":
@@ -123,12 +138,17 @@ class Memory:
     # -- raw turns ------------------------------------------------------------------
     def add(self, messages: "Sequence[Mapping[str, Any] | Message] | Mapping[str, Any]",
             user_id: str, session_id: str = "default", *, agent_id: str | None = None,
-            index: bool = True) -> AddResult:
+            index: bool = True, extract: bool | None = None) -> AddResult:
         """Store chat messages (OpenAI format) in a session's log and index them.
 
         Each message may carry ``created_at`` (datetime, epoch or ISO string) for
-        imports. The whole list is validated before anything is written.
+        imports. The whole list is validated before anything is written. Unless
+        ``extract`` is False (or the ``extraction`` setting is off), an L3 extraction job
+        is stored in the same transaction as the messages and runs in the background:
+        :meth:`flush` waits for it.
         """
+        if extract is None:
+            extract = self.settings.extraction != "off"
         scope = self._scope(user_id, agent_id)
         if isinstance(messages, Mapping):
             messages = [messages]
@@ -141,9 +161,15 @@ class Memory:
         parsed = [Message.from_dict(m, default_time=now, index=i,
                                     max_chars=self.settings.max_message_chars)
                   for i, m in enumerate(messages)]
-        stored = self.store.append_messages(scope, session_id, parsed)
+        with self.store.transaction():  # the raw turns and their extraction job: one unit
+            stored = self.store.append_messages(scope, session_id, parsed)
+            job = (self._enqueue(scope, session_id, stored[0].seq, stored[-1].seq)
+                   if extract and stored else None)
         if index:
             self._index_messages(scope, session_id, stored)
+        if job is not None and self.settings.worker == "thread":
+            self.worker.start()
+            self.worker.wake()
         return AddResult(session_id, stored)
 
     def _index_messages(self, scope: Scope, session_id: str, stored: list[Message]) -> None:
@@ -181,11 +207,14 @@ class Memory:
         return self.store.list_sessions(self._scope(user_id, agent_id))
 
     def import_conversation(self, sessions: Iterable[Mapping[str, Any]], user_id: str, *,
-                            agent_id: str | None = None, progress: bool = True) -> list[AddResult]:
+                            agent_id: str | None = None, progress: bool = True,
+                            extract: bool = False) -> list[AddResult]:
         """Import past sessions: ``[{"session_id": ..., "messages": [...]}, ...]``.
 
         Messages keep their original ``created_at``. Raw logs of all sessions are stored
-        first, then indexed in embedding batches (with a progress bar).
+        first, then indexed in embedding batches (with a progress bar). With ``extract``
+        each session also gets an extraction job (off by default: imports are often
+        benchmarks of raw-turn retrieval).
         """
         sessions = list(sessions)
         results = []
@@ -195,7 +224,7 @@ class Memory:
                                       "(and optionally 'session_id')")
             results.append(self.add(session["messages"], user_id,
                                     str(session.get("session_id") or f"import-{i}"),
-                                    agent_id=agent_id, index=False))
+                                    agent_id=agent_id, index=False, extract=extract))
         scope = self._scope(user_id, agent_id)
         total = sum(len(r.messages) for r in results)
         with tqdm(total=total, desc=f"indexing {user_id}", unit="msg", disable=not progress,
@@ -294,6 +323,100 @@ class Memory:
     def history(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> list[ItemVersion]:
         """Every version of an item, oldest first: who changed what, when and why."""
         return self.store.history(self._scope(user_id, agent_id), item_id)
+
+    # -- L3 write path (logic in layers.semantic.pipeline and jobs) -------------------
+    def _enqueue(self, scope: Scope, session_id: str, from_seq: int, to_seq: int) -> Job:
+        return self.store.enqueue_job(scope, "extract", {"session_id": session_id,
+                                                         "from_seq": from_seq, "to_seq": to_seq})
+
+    def enqueue_extraction(self, user_id: str, session_id: str, *, agent_id: str | None = None,
+                           from_seq: int = 0) -> Job | None:
+        """Queue extraction over a session's turns from ``from_seq`` (e.g. after a session
+        store handed its messages to the main store)."""
+        scope = self._scope(user_id, agent_id)
+        last = self.store.get_messages(scope, session_id, start=from_seq)
+        if not last or self.settings.extraction == "off":
+            return None
+        job = self._enqueue(scope, session_id, from_seq, last[-1].seq)
+        if self.settings.worker == "thread":
+            self.worker.start()
+            self.worker.wake()
+        return job
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every background job enqueued before this call is finished
+        (including jobs a previous process left behind). Raises JobError when one of
+        them failed since the last flush, or after ``timeout`` seconds."""
+        if self.settings.worker == "thread" and self.store.list_jobs(statuses=UNFINISHED, limit=1):
+            self.worker.start()
+        wait_for(self.store, created_before=utcnow(), timeout=timeout, worker=self.worker,
+                 inline=self.settings.worker != "thread")
+        failures, self.worker.failures = self.worker.failures, []
+        if failures:
+            job, error = failures[-1]
+            raise JobError(f"{len(failures)} background job attempt(s) failed; last: {job.kind} "
+                           f"job {job.id} of user {job.user_id!r}: {error} (see memory.jobs())")
+
+    wait = flush
+
+    def jobs(self, user_id: str | None = None, *, status: str | None = None,
+             agent_id: str | None = None, limit: int = 1000) -> list[Job]:
+        """Background jobs, oldest first (all users unless ``user_id``)."""
+        scope = self._scope(user_id, agent_id) if user_id is not None else None
+        return self.store.list_jobs(scope, statuses=(status,) if status else (), limit=limit)
+
+    def forget(self, item_id: str, user_id: str, *, messages: bool = False,
+               agent_id: str | None = None) -> None:
+        """Forget an item for real: its rows, every version, its index entry and vector,
+        the cached embeddings of its texts and, with ``messages``, the raw turns it was
+        extracted from. Bytes leave the file at the next :meth:`compact`."""
+        self.pipeline.forget(self._scope(user_id, agent_id), [item_id], messages=messages)
+
+    def forget_user(self, user_id: str, *, messages: bool = True,
+                    agent_id: str | None = None) -> None:
+        """Forget everything of a user (items, versions, jobs, profile, index, cached
+        vectors and, with ``messages``, sessions and raw turns), then compact the store."""
+        self.pipeline.forget_user(self._scope(user_id, agent_id), messages=messages)
+
+    def compact(self) -> None:
+        """Reclaim deleted rows so their bytes leave the database files."""
+        self.store.compact()
+
+    def feedback(self, item_id: str, user_id: str, signal: str, *,
+                 agent_id: str | None = None) -> MemoryItem:
+        """A thumbs-up (``"up"``) or thumbs-down (``"down"``) on an item's confidence;
+        a new version. :meth:`maintain` deactivates items whose confidence fell too low."""
+        return self.pipeline.feedback(self._scope(user_id, agent_id), item_id, signal)
+
+    def complete(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> MemoryItem:
+        """Mark a todo done (todos never decay until then)."""
+        return self.pipeline.set_status(self._scope(user_id, agent_id), item_id, Status.DONE,
+                                        reason="marked done")
+
+    def undo(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> MemoryItem | None:
+        """Revert an item's last change (a new version). Undoing a creation deletes the
+        item and reactivates the one it superseded, which is returned."""
+        return self.pipeline.undo(self._scope(user_id, agent_id), item_id)
+
+    def maintain(self, user_id: str | None = None, now: datetime | None = None, *,
+                 agent_id: str | None = None) -> MaintenanceReport:
+        """Decay and capacity (R3.7, R3.8) for one user or every user; idempotent."""
+        scopes = [self._scope(user_id, agent_id)] if user_id is not None else self.users()
+        return self.pipeline.maintain(scopes, now or utcnow())
+
+    def profile(self, user_id: str, *, agent_id: str | None = None) -> Profile:
+        """The core profile (R3.10): aggregated from active items, manual edits on top."""
+        return self.pipeline.profile(self._scope(user_id, agent_id))
+
+    def update_profile(self, user_id: str, *, agent_id: str | None = None, actor: str = "api",
+                       **fields: Any) -> Profile:
+        """Edit profile fields (name, role, goals, current, preferences, language) as a
+        new version; an edit beats aggregation until set back to None."""
+        return self.pipeline.update_profile(self._scope(user_id, agent_id), fields, actor=actor)
+
+    def profile_history(self, user_id: str, *, agent_id: str | None = None) -> list[ProfileVersion]:
+        """Every version of the user's profile edits, oldest first."""
+        return self.store.profile_versions(self._scope(user_id, agent_id))
 
     # -- retrieval ------------------------------------------------------------------
     def search(self, query: str, user_id: str, *, k: int = 10,

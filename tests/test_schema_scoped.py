@@ -34,6 +34,11 @@ SCOPE_TOKEN_TABLES = {"docs_fts"}
 ALLOWED = {
     # list_users enumerates the scopes themselves; on Citus it fans out to every shard
     ("sqlite.py", "list_users"), ("postgres.py", "list_users"),
+    # the job queue is claimed across users (head of each user's queue); list_jobs with
+    # no scope lists every user's jobs for workers and flush()
+    ("sqlite.py", "claim_job"), ("sqlite.py", "list_jobs"), ("postgres.py", "list_jobs"),
+    # store-wide maintenance: FTS5 optimize merges every segment
+    ("sqlite.py", "compact"),
 }
 # SQLite follow-ups keyed by a rowid that a scoped lookup in the same transaction just
 # returned (single-node SQLite only; reported upstream as worth scoping anyway).

@@ -19,7 +19,7 @@ import pytest
 from memstrata import errors
 from memstrata.retrieval.text import tokenize
 from memstrata.stores import open_store
-from memstrata.stores.base import IndexDoc, Store
+from memstrata.stores.base import IndexDoc, ProfileVersion, Store
 from memstrata.types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
                              Status)
 from pgserver_fixture import PgServer, database_url, pg_server, pg_url  # noqa: F401  (fixtures)
@@ -341,6 +341,112 @@ def test_transaction_rollback_and_savepoints(store: Store) -> None:
     assert ids(store.lexical_search(ALICE, tokenize("fact"), Filters(), 10)) == ["kept"]
 
 
+# -- durable jobs -------------------------------------------------------------------------
+def test_jobs_claim_head_of_each_users_queue_and_finish(store: Store) -> None:
+    bob = Scope("bob")
+    a1 = store.enqueue_job(ALICE, "extract", {"session_id": "s1", "to_seq": 1})
+    a2 = store.enqueue_job(ALICE, "extract", {"session_id": "s1", "to_seq": 3})
+    b1 = store.enqueue_job(bob, "extract", {"session_id": "s9"})
+    assert [j.id for j in store.list_jobs(statuses=["pending"])] == [a1.id, a2.id, b1.id]
+    first = store.claim_job("w1", 60)
+    assert first is not None and first.id == a1.id and first.status == "running"
+    assert first.attempts == 1 and first.worker == "w1" and first.payload["to_seq"] == 1
+    second = store.claim_job("w2", 60)  # alice's next job waits for her running one
+    assert second is not None and second.id == b1.id
+    assert store.claim_job("w3", 60) is None
+    store.finish_job(first)
+    third = store.claim_job("w3", 60)
+    assert third is not None and third.id == a2.id
+    store.finish_job(third)
+    store.finish_job(second)
+    assert {j.status for j in store.list_jobs()} == {"done"}
+    assert [j.id for j in store.list_jobs(bob)] == [b1.id]
+
+
+def test_jobs_expired_lease_is_reclaimed_and_the_old_claim_cannot_finish(store: Store) -> None:
+    job = store.enqueue_job(ALICE, "extract", {})
+    dead = store.claim_job("dead-worker", 30, now=T0)
+    assert dead is not None
+    assert store.claim_job("w2", 30, now=T0 + timedelta(seconds=10)) is None  # lease still valid
+    taken = store.claim_job("w2", 30, now=T0 + timedelta(seconds=31))
+    assert taken is not None and taken.id == job.id and taken.attempts == 2
+    with pytest.raises(errors.ConflictError):
+        store.finish_job(dead)
+    store.finish_job(taken)
+    with pytest.raises(errors.ConflictError):  # finishing twice is refused, too
+        store.finish_job(taken)
+    assert store.list_jobs()[0].status == "done"
+
+
+def test_jobs_errors_retry_then_fail_and_roll_back_with_the_transaction(store: Store) -> None:
+    class Boom(Exception):
+        pass
+
+    job = store.enqueue_job(ALICE, "extract", {})
+    claimed = store.claim_job("w", 60)
+    with pytest.raises(Boom), store.transaction():  # the job's writes and its finish: one unit
+        put_item(store, ALICE, item(ALICE, "m1", "half applied"))
+        store.finish_job(claimed)
+        raise Boom
+    assert store.list_items(ALICE, Filters()) == []
+    assert store.list_jobs()[0].status == "running"
+    store.finish_job(claimed, error="boom 1", max_attempts=2)
+    assert store.list_jobs()[0].status == "pending"
+    again = store.claim_job("w", 60)
+    store.finish_job(again, error="boom 2", max_attempts=2)
+    [failed] = store.list_jobs()
+    assert failed.id == job.id and failed.status == "failed" and failed.last_error == "boom 2"
+    assert store.claim_job("w", 60) is None
+    with pytest.raises(Boom), store.transaction():  # an enqueue rolls back with its messages
+        store.append_messages(ALICE, "s1", [msg("raw")])
+        store.enqueue_job(ALICE, "extract", {})
+        raise Boom
+    assert len(store.list_jobs()) == 1
+
+
+# -- forgetting ---------------------------------------------------------------------------
+def turn(m: Message, vector: np.ndarray) -> IndexDoc:
+    return IndexDoc(id=m.id, layer=Layer.EPISODIC, text=m.content or "", body=tokenize(m.content or ""),
+                    context="", created_at=m.created_at, session_id=m.session_id, vector=vector)
+
+
+def test_delete_messages_and_delete_user_remove_everything(store: Store) -> None:
+    bob = Scope("bob")
+    stored = store.append_messages(ALICE, "s1", [msg("alice lives in zanzibar"), msg("ok", 1)])
+    store.index(ALICE, [turn(m, unit(0)) for m in stored])
+    put_item(store, ALICE, item(ALICE, "m1", "alice likes zanzibar"), unit(1))
+    store.enqueue_job(ALICE, "extract", {})
+    store.add_profile_version(ALICE, ProfileVersion(1, {"name": "Alice"}, "api", "edit", T0))
+    kept = store.append_messages(bob, "s1", [msg("bob lives in zanzibar")])
+    store.index(bob, [turn(kept[0], unit(0))])
+    store.delete_messages(ALICE, [stored[0].id])
+    assert [m.content for m in store.get_messages(ALICE, "s1")] == ["ok"]
+    assert ids(store.lexical_search(ALICE, tokenize("zanzibar"), Filters(), 10)) == ["m1"]
+    store.delete_user(ALICE)
+    assert store.get_messages(ALICE, "s1") == [] and store.list_sessions(ALICE) == []
+    assert store.list_items(ALICE, Filters(statuses=tuple(Status))) == []
+    assert store.list_jobs(ALICE) == [] and store.profile_versions(ALICE) == []
+    assert store.lexical_search(ALICE, tokenize("zanzibar"), Filters(), 10) == []
+    assert store.vector_search(ALICE, unit(1), Filters(), 10) == []
+    assert store.list_users() == [bob]
+    assert ids(store.lexical_search(bob, tokenize("zanzibar"), Filters(), 10)) == [kept[0].id]
+    assert ids(store.vector_search(bob, unit(0), Filters(), 10)) == [kept[0].id]
+    store.cache_vectors("m", {"h1": unit(0), "h2": unit(1)})
+    store.forget_vectors("m", ["h1"])
+    assert set(store.cached_vectors("m", ["h1", "h2"])) == {"h2"}
+    store.compact()
+
+
+def test_profile_versions_are_append_only(store: Store) -> None:
+    store.add_profile_version(ALICE, ProfileVersion(1, {"name": "Alice"}, "api", "edit", T0))
+    store.add_profile_version(ALICE, ProfileVersion(2, {"name": "Al"}, "user", "edit", T0))
+    with pytest.raises(errors.ConflictError):
+        store.add_profile_version(ALICE, ProfileVersion(2, {"name": "X"}, "api", "edit", T0))
+    assert [(v.version, v.data["name"]) for v in store.profile_versions(ALICE)] == [(1, "Alice"),
+                                                                                    (2, "Al")]
+    assert store.profile_versions(Scope("bob")) == []
+
+
 # -- errors -------------------------------------------------------------------------------
 def test_bad_location_is_a_clear_store_error(backend: Backend, tmp_path) -> None:
     if backend.name == "sqlite":
@@ -404,7 +510,8 @@ def test_memory_end_to_end(backend: Backend) -> None:
     with Memory(store=backend.url, embedder="hash:256") as memory:
         hits = memory.search("what language does she program in? Go", user_id="alice", k=3)
         assert hits and "Go" in hits[0].text
-        assert memory.search("并发模型", user_id="alice", k=1)[0].text.startswith("我很喜欢")
+        assert memory.search("并发模型", user_id="alice", k=1,  # the raw turn, not its item
+                             filters={"layer": "episodic"})[0].text.startswith("我很喜欢")
         assert memory.search("short answers", user_id="alice", k=1)[0].id == fact.id
         assert [h.version for h in memory.history(fact.id, "alice")] == [1, 2]
         assert memory.search("Java", user_id="bob", k=3) == []

@@ -87,3 +87,8 @@ def latency(sizes, queries, store, json_out) -> None:
     report = run_latency(_ks(sizes), queries=queries, store=store)
     click.echo(render(report))
     write_json(report, json_out)
+
+
+from .extraction import extraction  # noqa: E402  (its own module, registered here)
+
+bench.add_command(extraction)

@@ -240,6 +240,7 @@ def _register() -> None:
     from .bench import bench
 
     cli.add_command(bench)
+    from .maintain import maintain, worker; cli.add_command(worker); cli.add_command(maintain)
 
 
 _register()

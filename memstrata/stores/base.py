@@ -13,16 +13,17 @@ writes carries (namespace, user_id): the schema shards by user without changes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
 from ..types import Filters, ItemVersion, Layer, MemoryItem, Message, Scope
 
-__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo"]
+__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "Job", "ProfileVersion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,45 @@ class DocInfo:
     kind: str | None
     status: str | None
     importance: float
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A durable background job (extraction, maintenance…) of one user.
+
+    ``status`` is ``pending`` → ``running`` (claimed by ``worker`` until ``lease_until``)
+    → ``done`` or ``failed``; a failed attempt goes back to ``pending`` until the
+    attempts run out. A running job whose lease expired (its worker died) is claimable
+    again. Jobs of one user run one at a time, oldest first.
+    """
+
+    id: str
+    namespace: str
+    user_id: str
+    kind: str
+    payload: Mapping[str, Any]
+    status: str
+    attempts: int
+    created_at: datetime
+    updated_at: datetime
+    worker: str | None = None
+    lease_until: datetime | None = None
+    last_error: str | None = None
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.user_id, self.namespace)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileVersion:
+    """One version of a user's core-profile overrides (manual edits beat aggregation)."""
+
+    version: int
+    data: Mapping[str, Any]
+    actor: str
+    reason: str
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +176,59 @@ class Store(ABC):
     @abstractmethod
     def touch_items(self, scope: Scope, item_ids: Sequence[str], at: datetime) -> None:
         """Access statistics: last_accessed = at, access_count += 1."""
+
+    # -- durable jobs ---------------------------------------------------------------
+    @abstractmethod
+    def enqueue_job(self, scope: Scope, kind: str, payload: Mapping[str, Any]) -> Job:
+        """Persist a pending job (inside the caller's transaction, if any)."""
+
+    @abstractmethod
+    def claim_job(self, worker: str, lease_s: float, *, now: datetime | None = None) -> Job | None:
+        """Claim the oldest runnable job: the head of some user's queue that is pending,
+        or running with an expired lease. Sets status running, ``worker``, the lease and
+        attempts + 1. None when nothing is runnable."""
+
+    @abstractmethod
+    def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3) -> None:
+        """Mark a claimed job done (or, with ``error``, pending again or failed after
+        ``max_attempts``). Raises :class:`~memstrata.errors.ConflictError` when the job
+        is no longer claimed by ``job.worker`` (its lease expired and another worker
+        took it): call it inside the transaction that applies the job's writes, so a
+        job's effects commit exactly once."""
+
+    @abstractmethod
+    def list_jobs(self, scope: Scope | None = None, *, statuses: Sequence[str] = (),
+                  created_before: datetime | None = None, limit: int = 1000) -> list[Job]:
+        """Jobs oldest first, of one scope or all, narrowed by status and creation time."""
+
+    # -- forgetting -----------------------------------------------------------------
+    @abstractmethod
+    def delete_messages(self, scope: Scope, message_ids: Sequence[str]) -> None:
+        """Hard delete raw messages and their index documents."""
+
+    @abstractmethod
+    def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
+        """Hard delete everything of a scope: items, versions, index documents, vectors,
+        jobs, profile versions and (with ``messages``) sessions and raw messages."""
+
+    @abstractmethod
+    def forget_vectors(self, model: str, hashes: Sequence[str]) -> None:
+        """Drop embedding-cache rows (the vectors of forgotten texts)."""
+
+    @abstractmethod
+    def compact(self) -> None:
+        """Reclaim the space of deleted rows so their bytes leave the files
+        (SQLite: FTS5 optimize, VACUUM, WAL truncate; PostgreSQL: VACUUM)."""
+
+    # -- core profile -----------------------------------------------------------------
+    @abstractmethod
+    def profile_versions(self, scope: Scope) -> list[ProfileVersion]:
+        """Every version of the user's profile overrides, oldest first."""
+
+    @abstractmethod
+    def add_profile_version(self, scope: Scope, version: ProfileVersion) -> None:
+        """Append a profile version; ConflictError if that version number exists."""
+
 
     # -- retrieval index ------------------------------------------------------------
     @abstractmethod

@@ -72,4 +72,19 @@ CREATE TABLE embedding_cache (
     PRIMARY KEY (model, hash)
 )
 """),
+    ("0002_jobs", """
+CREATE TABLE jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, kind TEXT NOT NULL,
+    payload TEXT NOT NULL DEFAULT '{}', status TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0, worker TEXT, lease_until REAL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, last_error TEXT
+);
+CREATE INDEX jobs_queue ON jobs (status, namespace, user_id, seq);
+CREATE TABLE profile_versions (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, version INTEGER NOT NULL,
+    data TEXT NOT NULL, actor TEXT NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (namespace, user_id, version)
+)
+"""),
 ]

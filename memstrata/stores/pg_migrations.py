@@ -81,4 +81,20 @@ CREATE TABLE embedding_cache (
     PRIMARY KEY (model, hash)
 )
 """),
+    ("0002_jobs", """
+CREATE TABLE jobs (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL,
+    seq BIGINT GENERATED ALWAYS AS IDENTITY, kind TEXT NOT NULL,
+    payload JSONB NOT NULL DEFAULT '{}', status TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0, worker TEXT, lease_until TIMESTAMPTZ,
+    created_at TIMESTAMPTZ NOT NULL, updated_at TIMESTAMPTZ NOT NULL, last_error TEXT,
+    PRIMARY KEY (namespace, user_id, id)
+);
+CREATE INDEX jobs_queue ON jobs (status, namespace, user_id, seq);
+CREATE TABLE profile_versions (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, version INTEGER NOT NULL,
+    data JSONB NOT NULL, actor TEXT NOT NULL, reason TEXT NOT NULL, at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (namespace, user_id, version)
+)
+"""),
 ]

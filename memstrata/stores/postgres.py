@@ -34,9 +34,9 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,10 +47,11 @@ from psycopg.types.json import Jsonb
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import NotFoundError, StoreError, StoreUnavailableError, ValidationError
+from ..errors import (ConflictError, NotFoundError, StoreError, StoreUnavailableError,
+                      ValidationError)
 from ..types import (Filters, ItemVersion, Layer, MemoryItem, Message, Role, Scope, dumps,
-                     new_id)
-from .base import DocInfo, IndexDoc, SessionInfo, Store
+                     new_id, utcnow)
+from .base import DocInfo, IndexDoc, Job, ProfileVersion, SessionInfo, Store
 from .pg_migrations import PG_MIGRATIONS
 
 __all__ = ["PostgresStore", "open_postgres"]
@@ -60,6 +61,7 @@ _TOKEN = re.compile(r"[^\W_]+")  # FTS5 unicode61: runs of letters and digits, c
 _HNSW_MAX_DIM = 2000  # pgvector's limit for an HNSW index on `vector`
 _LOCK_MIGRATE = 72_616_001  # advisory lock keys: one migrator, one index builder at a time
 _LOCK_HNSW = 72_616_002
+_LOCK_JOBS = 72_616_003
 
 
 def _terms(text: str) -> list[str]:
@@ -106,6 +108,12 @@ def _message(row: dict[str, Any]) -> Message:
                    id=row["id"], session_id=row["session_id"], seq=row["seq"], name=row["name"],
                    tool_calls=tuple(row["tool_calls"] or ()), tool_call_id=row["tool_call_id"],
                    metadata=row["metadata"] or {})
+
+
+def _job(row: dict[str, Any]) -> Job:
+    return Job(row["id"], row["namespace"], row["user_id"], row["kind"], row["payload"] or {},
+               row["status"], row["attempts"], row["created_at"], row["updated_at"], row["worker"],
+               row["lease_until"], row["last_error"])
 
 
 def _item(row: dict[str, Any]) -> MemoryItem:
@@ -360,6 +368,115 @@ class PostgresStore(Store):
             self._x("UPDATE items SET last_accessed=%s, access_count=access_count+1 WHERE "
                     "namespace=%s AND user_id=%s AND id = ANY(%s)",
                     (at, scope.namespace, scope.user_id, list(item_ids)))
+
+    # -- durable jobs ---------------------------------------------------------------
+    def enqueue_job(self, scope: Scope, kind: str, payload: Mapping[str, Any]) -> Job:
+        now = utcnow()
+        job = Job(new_id("job"), scope.namespace, scope.user_id, kind, dict(payload), "pending",
+                  0, now, now)
+        self._x("INSERT INTO jobs (namespace, user_id, id, kind, payload, created_at, updated_at) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s)", (scope.namespace, scope.user_id, job.id, kind,
+                                                  _json(dict(payload)), now, now))
+        return job
+
+    def claim_job(self, worker: str, lease_s: float, *, now: datetime | None = None) -> Job | None:
+        at = now or utcnow()
+        with self.transaction():
+            # one claimer at a time: the head-of-queue test below is not safe under
+            # SKIP LOCKED alone (two workers could take two jobs of one user)
+            self._x("SELECT pg_advisory_xact_lock(%s)", (_LOCK_JOBS,))
+            rows = self._x(
+                "UPDATE jobs SET status='running', worker=%(w)s, lease_until=%(lease)s, "
+                "attempts=attempts+1, updated_at=%(at)s WHERE (namespace, user_id, id) = "
+                "(SELECT j.namespace, j.user_id, j.id FROM jobs j WHERE (j.status='pending' OR "
+                "(j.status='running' AND j.lease_until < %(at)s)) AND NOT EXISTS (SELECT 1 FROM "
+                "jobs o WHERE o.namespace=j.namespace AND o.user_id=j.user_id AND o.status IN "
+                "('pending','running') AND o.seq < j.seq) ORDER BY j.seq LIMIT 1) RETURNING *",
+                {"w": worker, "at": at, "lease": at + timedelta(seconds=lease_s)})
+        return _job(rows[0]) if rows else None
+
+    def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3) -> None:
+        key = (job.namespace, job.user_id, job.id)
+        with self.transaction():
+            rows = self._x("SELECT status, worker, attempts FROM jobs WHERE namespace=%s AND "
+                           "user_id=%s AND id=%s FOR UPDATE", key)
+            if not rows or rows[0]["status"] != "running" or rows[0]["worker"] != job.worker:
+                raise ConflictError(f"job {job.id} is no longer claimed by {job.worker!r} (its "
+                                    "lease expired and another worker took it); its work is "
+                                    "discarded here and done there")
+            status = "done" if error is None else (
+                "failed" if rows[0]["attempts"] >= max_attempts else "pending")
+            self._x("UPDATE jobs SET status=%s, last_error=%s, updated_at=%s, lease_until=NULL "
+                    "WHERE namespace=%s AND user_id=%s AND id=%s", (status, error, utcnow(), *key))
+
+    def list_jobs(self, scope: Scope | None = None, *, statuses: Sequence[str] = (),
+                  created_before: datetime | None = None, limit: int = 1000) -> list[Job]:
+        where, params = ["TRUE"], {"limit": limit}
+        if scope is not None:
+            where.append("namespace=%(ns)s AND user_id=%(uid)s")
+            params.update(ns=scope.namespace, uid=scope.user_id)
+        if statuses:
+            where.append("status = ANY(%(statuses)s)")
+            params["statuses"] = list(statuses)
+        if created_before is not None:
+            where.append("created_at <= %(before)s")
+            params["before"] = created_before
+        rows = self._x(f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY seq "
+                       "LIMIT %(limit)s", params)
+        return [_job(r) for r in rows]
+
+    # -- forgetting -----------------------------------------------------------------
+    def delete_messages(self, scope: Scope, message_ids: Sequence[str]) -> None:
+        if not message_ids:
+            return
+        with self.transaction():
+            self._delete_docs(scope, list(message_ids))
+            self._x("DELETE FROM messages WHERE namespace=%s AND user_id=%s AND id = ANY(%s)",
+                    (scope.namespace, scope.user_id, list(message_ids)))
+
+    def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
+        key = (scope.namespace, scope.user_id)
+        with self.transaction():
+            if messages:
+                for table in ("postings", "docs", "scope_stats", "messages", "sessions"):
+                    self._x(f"DELETE FROM {table} WHERE namespace=%s AND user_id=%s", key)
+            else:
+                ids = [r["id"] for r in self._x("SELECT id FROM docs WHERE namespace=%s AND "
+                                                "user_id=%s AND layer='semantic'", key)]
+                self._delete_docs(scope, ids)
+            for table in ("item_versions", "items", "jobs", "profile_versions"):
+                self._x(f"DELETE FROM {table} WHERE namespace=%s AND user_id=%s", key)
+
+    def forget_vectors(self, model: str, hashes: Sequence[str]) -> None:
+        self._x("DELETE FROM embedding_cache WHERE model=%s AND hash = ANY(%s)", (model, list(hashes)))
+
+    def compact(self) -> None:
+        try:  # VACUUM cannot run inside a transaction block: its own autocommit connection
+            with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                conn.execute("VACUUM")
+        except psycopg.Error as exc:
+            raise _explain(exc, self.url) from exc
+
+    # -- core profile -----------------------------------------------------------------
+    def profile_versions(self, scope: Scope) -> list[ProfileVersion]:
+        rows = self._x("SELECT * FROM profile_versions WHERE namespace=%s AND user_id=%s "
+                       "ORDER BY version", (scope.namespace, scope.user_id))
+        return [ProfileVersion(r["version"], r["data"], r["actor"], r["reason"], r["at"])
+                for r in rows]
+
+    def add_profile_version(self, scope: Scope, version: ProfileVersion) -> None:
+        try:
+            with self.transaction():
+                self._x("INSERT INTO profile_versions (namespace, user_id, version, data, actor, "
+                        "reason, at) VALUES (%s,%s,%s,%s,%s,%s,%s)",
+                        (scope.namespace, scope.user_id, version.version, _json(dict(version.data)),
+                         version.actor, version.reason, version.at))
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise ConflictError(f"profile version {version.version} of {scope.user_id!r} "
+                                    "exists already; reload the profile and retry") from exc.__cause__
+            raise
+
 
     # -- index ----------------------------------------------------------------------
     def index(self, scope: Scope, docs: Sequence[IndexDoc]) -> None:

@@ -17,17 +17,18 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..errors import NotFoundError, StoreError, ValidationError
+from ..errors import ConflictError, NotFoundError, StoreError, ValidationError
 from ..types import (Filters, ItemVersion, Layer, MemoryItem, Message, Role, Scope, Status,
-                     dumps, from_timestamp, new_id)
-from .base import DocInfo, IndexDoc, SessionInfo, Store
+                     dumps, from_timestamp, new_id, utcnow)
+from .base import DocInfo, IndexDoc, Job, ProfileVersion, SessionInfo, Store
 from .dense import DenseMatrix
 from .migrations import SQLITE_MIGRATIONS
 
@@ -66,6 +67,13 @@ def _message_from_row(row: sqlite3.Row) -> Message:
                    tool_calls=tuple(json.loads(row["tool_calls"])) if row["tool_calls"] else (),
                    tool_call_id=row["tool_call_id"],
                    metadata=json.loads(row["metadata"]) if row["metadata"] else {})
+
+
+def _job_from_row(row: sqlite3.Row) -> Job:
+    return Job(row["id"], row["namespace"], row["user_id"], row["kind"], json.loads(row["payload"]),
+               row["status"], row["attempts"], from_timestamp(row["created_at"]),
+               from_timestamp(row["updated_at"]), row["worker"], from_timestamp(row["lease_until"]),
+               row["last_error"])
 
 
 def _fts_query(scope_key: str, tokens: str) -> str | None:
@@ -313,6 +321,135 @@ class SQLiteStore(Store):
                     f"namespace=? AND user_id=? AND id IN ({marks})",
                     (at.timestamp(), scope.namespace, scope.user_id, *item_ids))
 
+    # -- durable jobs ---------------------------------------------------------------
+    def enqueue_job(self, scope: Scope, kind: str, payload: Mapping[str, Any]) -> Job:
+        now = utcnow()
+        job = Job(new_id("job"), scope.namespace, scope.user_id, kind, dict(payload), "pending",
+                  0, now, now)
+        with self.transaction():
+            self._x("INSERT INTO jobs (id, namespace, user_id, kind, payload, status, attempts, "
+                    "created_at, updated_at) VALUES (?,?,?,?,?,'pending',0,?,?)",
+                    (job.id, scope.namespace, scope.user_id, kind, dumps(job.payload),
+                     now.timestamp(), now.timestamp()))
+        return job
+
+    def claim_job(self, worker: str, lease_s: float, *, now: datetime | None = None) -> Job | None:
+        at = (now or utcnow()).timestamp()
+        with self.transaction():
+            # only the head of each user's queue is runnable: one job per user at a time
+            row = self._x(
+                "SELECT * FROM jobs j WHERE (j.status='pending' OR (j.status='running' AND "
+                "j.lease_until < ?)) AND NOT EXISTS (SELECT 1 FROM jobs o WHERE "
+                "o.namespace=j.namespace AND o.user_id=j.user_id AND o.status IN "
+                "('pending','running') AND o.seq < j.seq) ORDER BY j.seq LIMIT 1", (at,)).fetchone()
+            if row is None:
+                return None
+            key = (row["namespace"], row["user_id"], row["id"])
+            self._x("UPDATE jobs SET status='running', worker=?, lease_until=?, "
+                    "attempts=attempts+1, updated_at=? WHERE namespace=? AND user_id=? AND id=?",
+                    (worker, at + lease_s, at, *key))
+            row = self._x("SELECT * FROM jobs WHERE namespace=? AND user_id=? AND id=?",
+                          key).fetchone()
+        return _job_from_row(row)
+
+    def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3) -> None:
+        now = utcnow().timestamp()
+        with self.transaction():
+            key = (job.namespace, job.user_id, job.id)
+            row = self._x("SELECT status, worker, attempts FROM jobs WHERE namespace=? AND "
+                          "user_id=? AND id=?", key).fetchone()
+            if row is None or row["status"] != "running" or row["worker"] != job.worker:
+                raise ConflictError(f"job {job.id} is no longer claimed by {job.worker!r} (its "
+                                    "lease expired and another worker took it); its work is "
+                                    "discarded here and done there")
+            status = "done" if error is None else (
+                "failed" if row["attempts"] >= max_attempts else "pending")
+            self._x("UPDATE jobs SET status=?, last_error=?, updated_at=?, lease_until=NULL "
+                    "WHERE namespace=? AND user_id=? AND id=?", (status, error, now, *key))
+
+    def list_jobs(self, scope: Scope | None = None, *, statuses: Sequence[str] = (),
+                  created_before: datetime | None = None, limit: int = 1000) -> list[Job]:
+        where, params = ["1=1"], []  # type: ignore[var-annotated]
+        if scope is not None:
+            where.append("namespace=? AND user_id=?")
+            params += [scope.namespace, scope.user_id]
+        if statuses:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            params += list(statuses)
+        if created_before is not None:
+            where.append("created_at <= ?")
+            params.append(created_before.timestamp())
+        rows = self._x(f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
+                       (*params, limit)).fetchall()
+        return [_job_from_row(r) for r in rows]
+
+    # -- forgetting -----------------------------------------------------------------
+    def delete_messages(self, scope: Scope, message_ids: Sequence[str]) -> None:
+        if not message_ids:
+            return
+        with self.transaction():
+            self._delete_docs(scope, list(message_ids))
+            for start in range(0, len(message_ids), 500):
+                chunk = list(message_ids)[start:start + 500]
+                self._x(f"DELETE FROM messages WHERE namespace=? AND user_id=? AND id IN "
+                        f"({','.join('?' * len(chunk))})", (scope.namespace, scope.user_id, *chunk))
+
+    def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
+        key = (scope.namespace, scope.user_id)
+        with self.transaction():
+            if messages:
+                self._x("DELETE FROM docs_fts WHERE rowid IN (SELECT rowid FROM docs WHERE "
+                        "namespace=? AND user_id=?)", key)
+                self._x("DELETE FROM doc_vectors WHERE namespace=? AND user_id=?", key)
+                self._x("DELETE FROM docs WHERE namespace=? AND user_id=?", key)
+                self._x("DELETE FROM messages WHERE namespace=? AND user_id=?", key)
+                self._x("DELETE FROM sessions WHERE namespace=? AND user_id=?", key)
+                self._x("DELETE FROM index_state WHERE namespace=? AND user_id=?", key)
+            else:
+                ids = [r[0] for r in self._x("SELECT id FROM docs WHERE namespace=? AND user_id=? "
+                                             "AND layer='semantic'", key)]
+                self._delete_docs(scope, ids)
+            for table in ("item_versions", "items", "jobs", "profile_versions"):
+                self._x(f"DELETE FROM {table} WHERE namespace=? AND user_id=?", key)
+            self._pending_dense.append((scope.key, "", "drop"))
+            self._bump(scope)
+
+    def forget_vectors(self, model: str, hashes: Sequence[str]) -> None:
+        hashes = list(hashes)
+        with self.transaction():
+            for start in range(0, len(hashes), 500):
+                chunk = hashes[start:start + 500]
+                self._x(f"DELETE FROM embedding_cache WHERE model=? AND hash IN "
+                        f"({','.join('?' * len(chunk))})", (model, *chunk))
+
+    def compact(self) -> None:
+        with self._lock:
+            # FTS5 keeps deleted terms in old segments until they are merged
+            self._x("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
+            if self.path != ":memory:":
+                self._x("VACUUM")
+                self._x("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    # -- core profile -----------------------------------------------------------------
+    def profile_versions(self, scope: Scope) -> list[ProfileVersion]:
+        rows = self._x("SELECT * FROM profile_versions WHERE namespace=? AND user_id=? "
+                       "ORDER BY version", (scope.namespace, scope.user_id)).fetchall()
+        return [ProfileVersion(r["version"], json.loads(r["data"]), r["actor"], r["reason"],
+                               from_timestamp(r["at"])) for r in rows]
+
+    def add_profile_version(self, scope: Scope, version: ProfileVersion) -> None:
+        with self.transaction():
+            try:
+                self._conn.execute(
+                    "INSERT INTO profile_versions (namespace, user_id, version, data, actor, "
+                    "reason, at) VALUES (?,?,?,?,?,?,?)",
+                    (scope.namespace, scope.user_id, version.version, dumps(dict(version.data)),
+                     version.actor, version.reason, version.at.timestamp()))
+            except sqlite3.IntegrityError as exc:
+                raise ConflictError(f"profile version {version.version} of {scope.user_id!r} "
+                                    "exists already; reload the profile and retry") from exc
+
+
     # -- index ----------------------------------------------------------------------
     def _bump(self, scope: Scope) -> None:
         self._x("INSERT INTO index_state (namespace, user_id, generation) VALUES (?,?,1) "
@@ -378,13 +515,16 @@ class SQLiteStore(Store):
             if dense is None:
                 continue
             touched.add(key)
-            if change is None:
+            if isinstance(change, str) and change == "drop":
+                self._dense.pop(key, None)
+                touched.discard(key)
+            elif change is None:
                 dense.remove([doc_id])
             elif isinstance(change, str):
                 dense.set_visible(doc_id, change == "active")
             else:
                 dense.upsert([doc_id], change)  # type: ignore[arg-type]
-        for key in touched:
+        for key in touched & set(self._dense):
             self._dense[key].generation = -1  # re-read the generation on next search
 
     def _dense_for(self, scope: Scope) -> DenseMatrix | None:

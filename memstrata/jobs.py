@@ -1,0 +1,151 @@
+"""Durable background jobs: the worker that runs them (issue 5 §4).
+
+Jobs live in the store (``jobs`` table), so a crash or a restart loses none: a job is
+``pending`` until a worker claims it for a lease; a worker that dies leaves it
+``running`` with an expired lease, and the next claim takes it again. A handler applies
+a job's writes and calls :meth:`~memstrata.stores.base.Store.finish_job` in **one**
+transaction, so its effects commit exactly once: if the lease expired and another
+worker took the job meanwhile, ``finish_job`` raises and the stale work rolls back.
+
+A :class:`Worker` runs inside :class:`~memstrata.Memory` as a thread (the default) or
+as a process of its own (``memstrata worker``). Jobs of one user run one at a time,
+oldest first, so decisions see earlier turns before later ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+
+from .errors import ConflictError, JobError
+from .stores.base import Job, Store
+
+__all__ = ["Worker", "Handler", "UNFINISHED", "wait_for"]
+
+log = logging.getLogger("memstrata.jobs")
+
+#: A job handler: applies the job and calls ``store.finish_job(job)`` in the same
+#: transaction as its writes.
+Handler = Callable[[Job], None]
+
+UNFINISHED = ("pending", "running")
+
+
+class Worker:
+    """Claims jobs from a store and runs their handlers, one at a time."""
+
+    def __init__(self, store: Store, handlers: Mapping[str, Handler], *, lease_s: float = 60.0,
+                 max_attempts: int = 3, poll_s: float = 0.5, name: str | None = None) -> None:
+        self.store = store
+        self.handlers = dict(handlers)
+        self.lease_s = lease_s
+        self.max_attempts = max_attempts
+        self.poll_s = poll_s
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.failures: list[tuple[Job, str]] = []
+        self.completed = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run_once(self) -> Job | None:
+        """Claim and run one job; the job (or None when nothing was runnable)."""
+        job = self.store.claim_job(self.name, self.lease_s)
+        if job is None:
+            return None
+        handler = self.handlers.get(job.kind)
+        try:
+            if handler is None:
+                raise ValueError(f"no handler for job kind {job.kind!r}; known: "
+                                 f"{', '.join(sorted(self.handlers))}")
+            handler(job)
+            self.completed += 1
+        except ConflictError as exc:
+            log.warning("job %s: %s", job.id, exc)
+        except Exception as exc:  # recorded on the job and retried; never lost
+            error = f"{type(exc).__name__}: {exc}"
+            log.exception("job %s (%s) failed on attempt %d", job.id, job.kind, job.attempts)
+            self.failures.append((job, error))
+            try:
+                self.store.finish_job(job, error=error, max_attempts=self.max_attempts)
+            except ConflictError as again:
+                log.warning("job %s: %s", job.id, again)
+        return job
+
+    def run(self, *, until_idle: bool = False, stop: threading.Event | None = None) -> int:
+        """Run jobs until ``stop`` is set (or, with ``until_idle``, until no job is
+        pending or running anywhere). Returns the number of jobs run."""
+        stop = stop or self._stop
+        ran = 0
+        while not stop.is_set():
+            if self.run_once() is not None:
+                ran += 1
+                continue
+            if until_idle and not self.store.list_jobs(statuses=UNFINISHED, limit=1):
+                break
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+        return ran
+
+    # -- as a thread inside Memory ----------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start the background thread (once)."""
+        with self._lock:
+            if self.running:
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name=f"memstrata-worker-{self.name}",
+                                            daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run()
+            except Exception:  # the store failed (e.g. locked); back off and go on
+                log.exception("worker %s: claiming jobs failed; retrying", self.name)
+                self._stop.wait(self.poll_s)
+
+    def wake(self) -> None:
+        """Tell the worker a job is waiting (it also polls every ``poll_s``)."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the thread after the job in hand; pending jobs stay in the store."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+
+def wait_for(store: Store, *, created_before, timeout: float | None, worker: Worker,
+             inline: bool, poll_s: float = 0.02) -> None:
+    """Block until no job created before ``created_before`` is pending or running.
+
+    With ``inline`` the caller's thread runs jobs itself; otherwise it waits for the
+    worker thread (or another process). Raises JobError after ``timeout`` seconds.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if inline:
+            while worker.run_once() is not None:
+                pass
+        if not store.list_jobs(statuses=UNFINISHED, created_before=created_before, limit=1):
+            return
+        if deadline is not None and time.monotonic() > deadline:
+            left = store.list_jobs(statuses=UNFINISHED, created_before=created_before)
+            raise JobError(f"{len(left)} background job(s) still unfinished after {timeout}s "
+                               f"(oldest {left[0].id}, {left[0].status}); is a worker running?")
+        worker.wake()
+        time.sleep(poll_s)

@@ -1,0 +1,134 @@
+"""Durable background jobs: crash between raw write and extraction, a worker killed with
+SIGKILL mid-batch (a real process), and a job applied twice by two workers. Real SQLite
+files and the instant hash embedder; no mocks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memstrata import Memory, Status
+from memstrata.errors import ConflictError, JobError
+
+LIKES = ["hiking", "tennis", "chess", "jazz", "sushi", "cycling", "painting", "golf", "yoga",
+         "rowing"]
+
+
+def turn(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}, {"role": "assistant", "content": "OK."}]
+
+
+def state(memory: Memory, user: str) -> list[tuple]:
+    """What extraction produced, independent of ids and times."""
+    items = memory.list(user, filters={"status": [s.value for s in Status]}, limit=10_000)
+    return sorted((i.content, i.status.value, i.version, round(i.confidence, 4),
+                   tuple(v.op for v in memory.history(i.id, user))) for i in items)
+
+
+def conversation(memory: Memory, users: int) -> None:
+    for u in range(users):
+        for i, like in enumerate(LIKES):
+            memory.add(turn(f"I like {like}."), user_id=f"user{u}", session_id="s1")
+            memory.add(turn(f"I also like {LIKES[(i + 3) % len(LIKES)]}."), user_id=f"user{u}",
+                       session_id="s2")
+        memory.add(turn("I use Java."), user_id=f"user{u}", session_id="s3")
+        memory.add(turn("I switched from Java to Go."), user_id=f"user{u}", session_id="s3")
+
+
+def test_add_returns_before_extraction_and_flush_waits(tmp_path: Path) -> None:
+    with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder="hash:256", worker="off") as memory:
+        memory.add(turn("I like hiking."), user_id="a")
+        assert memory.list("a") == [] and memory.jobs("a", status="pending")
+        memory.flush()
+        assert [i.content for i in memory.list("a")] == ["User likes hiking"]
+        assert [j.status for j in memory.jobs("a")] == ["done"]
+
+
+def test_crash_between_raw_write_and_extraction_resumes_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    crashed = Memory(url, embedder="hash:256", worker="off")
+    crashed.add(turn("I live in Paris."), user_id="a")
+    crashed.add(turn("I like tennis."), user_id="a")
+    crashed.store.close()  # the process dies: nothing ran, the jobs are in the file
+    with Memory(url, embedder="hash:256") as memory:  # a restart resumes them
+        memory.flush(timeout=60)
+        after = state(memory, "a")
+        assert [c for c, *_ in after] == ["User likes tennis", "User lives in Paris"]
+        assert [j.status for j in memory.jobs("a")] == ["done", "done"]
+        assert len(memory.messages("a")) == 4
+        memory.flush()
+        assert state(memory, "a") == after
+
+
+def test_a_job_taken_over_after_its_lease_applies_once(tmp_path: Path) -> None:
+    with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder="hash:256", worker="off") as memory:
+        memory.add(turn("I like chess."), user_id="a")
+        slow = memory.store.claim_job("slow-worker", lease_s=0)  # it stalls past its lease
+        fast = memory.store.claim_job("fast-worker", lease_s=60)
+        assert slow is not None and fast is not None and slow.id == fast.id
+        memory.pipeline.run_extract(fast)
+        with pytest.raises(ConflictError):
+            memory.pipeline.run_extract(slow)  # its writes roll back with the refused finish
+        [item] = memory.list("a")
+        assert [v.op for v in memory.history(item.id, "a")] == ["create"]
+        assert item.confidence == 0.8
+
+
+def test_a_failing_job_is_retried_then_reported(tmp_path: Path) -> None:
+    with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder="hash:256", worker="off",
+                job_max_attempts=2) as memory:
+        memory.add(turn("I like chess."), user_id="a")
+        memory.store.enqueue_job(memory._scope("a", None), "no-such-kind", {})
+        with pytest.raises(JobError, match="no handler"):
+            memory.flush()
+        [done, failed] = memory.jobs("a")
+        assert done.status == "done" and failed.status == "failed" and failed.attempts == 2
+        memory.flush()  # reported once
+
+
+def test_sigkill_mid_batch_then_restart_completes_every_job_exactly_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    users = 3
+    with Memory(url, embedder="hash:256", worker="off") as memory:
+        conversation(memory, users)
+        total = len(memory.jobs())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    cmd = [sys.executable, "-m", "memstrata.cli.main", "worker", "--store", url,
+           "--embedder", "hash:256", "--poll", "0.05"]
+    proc = subprocess.Popen([*cmd, "--lease", "2"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        with Memory(url, embedder="hash:256", worker="off") as watch:
+            deadline = time.monotonic() + 120
+            while len(watch.jobs(status="done")) < 3 and time.monotonic() < deadline:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                time.sleep(0.005)
+            os.kill(proc.pid, signal.SIGKILL)  # mid-batch: no cleanup, no finally
+            proc.wait()
+            done_at_kill = len(watch.jobs(status="done"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert 3 <= done_at_kill < total, "the worker must die mid-batch"
+    subprocess.run([*cmd, "--until-idle"], env=env, check=True, timeout=300,
+                   capture_output=True)
+    reference_url = f"sqlite:///{tmp_path / 'reference.db'}"
+    with Memory(reference_url, embedder="hash:256", worker="off") as reference:
+        conversation(reference, users)
+        reference.flush()
+        with Memory(url, embedder="hash:256", worker="off") as restarted:
+            jobs = restarted.jobs()
+            assert len(jobs) == total and {j.status for j in jobs} == {"done"}
+            assert sum(j.attempts for j in jobs) <= total + 1  # at most the one in hand re-ran
+            for u in range(users):
+                user = f"user{u}"
+                assert state(restarted, user) == state(reference, user)
+                for session in ("s1", "s2", "s3"):
+                    assert [m.content for m in restarted.messages(user, session)] == \
+                        [m.content for m in reference.messages(user, session)]
