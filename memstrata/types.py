@@ -317,6 +317,13 @@ class ItemVersion:
                 "actor": self.actor, "reason": self.reason, "at": self.at.isoformat(),
                 "before": self.before, "after": self.after}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ItemVersion":
+        return cls(item_id=data["item_id"], version=int(data["version"]), op=data["op"],
+                   actor=data["actor"], reason=data["reason"], at=parse_time(data["at"], what="at"),
+                   before=data.get("before"), after=data.get("after"))
+
+
 
 def _as_tuple(value: Any, what: str) -> tuple[str, ...]:
     if value is None:

@@ -28,7 +28,7 @@ from ..retrieval.documents import item_texts
 from ..stores.base import IndexDoc
 from ..types import ItemVersion, Kind, Layer, MemoryItem, Scope, new_id, utcnow
 
-__all__ = ["run_latency", "render", "synthetic_texts"]
+__all__ = ["run_latency", "render", "render_comparison", "synthetic_texts"]
 
 _SUBJECTS = ["I", "My sister", "My manager", "Our team", "My friend Anna", "我", "我妈妈", "我们团队"]
 _VERBS_EN = ["started learning", "switched to", "really enjoys", "stopped using", "is planning a trip to",
@@ -98,6 +98,7 @@ def run_latency(sizes: list[int], *, queries: int = 200, store: str | None = Non
         with Memory(url) as memory:
             report["embedder"] = memory.embedder.name
             report["store"] = memory.store.url.split("@")[-1]
+            report["backend"] = type(memory.store).__name__.removesuffix("Store")
             base_texts = synthetic_texts(512, seed=3)
             base_vectors = memory.embedder.embed(base_texts, kind="passage")
             # add() throughput: real messages through the public API, embedding included
@@ -153,4 +154,22 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"| {int(size):,} | {ex['p50_ms']} ms | {ex['p95_ms']} ms | "
                      f"{inc['p50_ms']} ms | {inc['p95_ms']} ms |")
     lines.append(f"peak RSS {report['peak_rss_mb']} MB")
+    return "\n".join(lines)
+
+
+def render_comparison(reports: list[dict[str, Any]]) -> str:
+    """Several stores' runs as one table: search p50/p95 (query embedding excluded) per size."""
+    names = [r.get("backend") or r["store"] for r in reports]
+    head = ["items"] + [f"{n} {p}" for n in names for p in ("p50", "p95")]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    sizes = sorted({int(s) for r in reports for s in r["sizes"]})
+    for size in sizes:
+        cells = [f"{size:,}"]
+        for r in reports:
+            row = r["sizes"].get(str(size), {}).get("search_excluding_embedding")
+            cells += [f"{row['p50_ms']} ms", f"{row['p95_ms']} ms"] if row else ["–", "–"]
+        lines.append("| " + " | ".join(cells) + " |")
+    add = ["add()"] + [c for r in reports for c in (f"{r['add']['p50_ms']} ms",
+                                                         f"{r['add']['p95_ms']} ms")]
+    lines.append("| " + " | ".join(add) + " |")
     return "\n".join(lines)

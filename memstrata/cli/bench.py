@@ -76,17 +76,33 @@ def memdaily(data, ks, store, embedder, limit, json_out) -> None:
 @click.option("--sizes", default="1000,10000,100000", show_default=True,
               help="Comma-separated numbers of items of one user.")
 @click.option("--queries", default=200, show_default=True, help="Searches per size.")
-@click.option("--store", default=None, help="Store URL (default: a temporary SQLite file).")
+@click.option("--store", "stores", multiple=True,
+              help="Store URL (repeatable: stores side by side; default: a temporary SQLite file). "
+                   "Use an empty database.")
+@click.option("--compare-postgres", is_flag=True,
+              help="Also run on a temporary PostgreSQL + pgvector (from the pgserver package), "
+                   "next to the stores given (default: a temporary SQLite file).")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
 @handle_errors
-def latency(sizes, queries, store, json_out) -> None:
+def latency(sizes, queries, stores, compare_postgres, json_out) -> None:
     """Search p50/p95 at several sizes (with and without query embedding), add throughput,
-    peak memory."""
-    from ..bench.latency import render, run_latency
+    peak memory; several stores side by side in one run."""
+    from contextlib import ExitStack
 
-    report = run_latency(_ks(sizes), queries=queries, store=store)
-    click.echo(render(report))
-    write_json(report, json_out)
+    from ..bench.latency import render, render_comparison, run_latency
+    from ..bench.tempdb import temporary_postgres
+
+    urls: list[str | None] = list(stores) or [None]
+    with ExitStack() as stack:
+        if compare_postgres:
+            urls.append(stack.enter_context(temporary_postgres()))
+        reports = [run_latency(_ks(sizes), queries=queries, store=url) for url in urls]
+    for report in reports:
+        click.echo(render(report))
+    if len(reports) > 1:
+        click.echo(render_comparison(reports))
+    write_json(reports[0] if len(reports) == 1 else {"benchmark": "latency", "runs": reports},
+               json_out)
 
 
 from .extraction import extraction  # noqa: E402  (its own module, registered here)

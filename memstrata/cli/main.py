@@ -238,9 +238,12 @@ def migrate(store) -> None:
 
 def _register() -> None:
     from .bench import bench
+    from .transfer import export, restore
 
     cli.add_command(bench)
     from .maintain import maintain, worker; cli.add_command(worker); cli.add_command(maintain)
+    cli.add_command(export)
+    cli.add_command(restore)
 
 
 _register()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from ..types import Filters, ItemVersion, Layer, MemoryItem, Message, Scope
 
-__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "Job", "ProfileVersion"]
+__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "Job", "ProfileVersion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +109,21 @@ class SessionInfo:
     status: str
     version: int
     message_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A session row in full, as :meth:`Store.export_sessions` reads it and
+    :meth:`Store.restore_session` writes it back (exports between backends)."""
+
+    session_id: str
+    created_at: datetime
+    updated_at: datetime
+    status: str
+    version: int
+    summary: str | None = None
+    message_range_end: int = 0
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Store(ABC):
@@ -265,3 +280,16 @@ class Store(ABC):
     # -- users ----------------------------------------------------------------------
     @abstractmethod
     def list_users(self) -> list[Scope]: ...
+
+    # -- export and restore (memstrata.stores.transfer) ------------------------------
+    @abstractmethod
+    def export_sessions(self, scope: Scope) -> list[SessionRecord]:
+        """Every session row of the scope in full, ordered by session id."""
+
+    @abstractmethod
+    def restore_session(self, scope: Scope, session: SessionRecord,
+                        messages: Sequence[Message]) -> None:
+        """Write a session row and its messages exactly as given — ids, sequence numbers,
+        times, version — for restoring an export. Items go through :meth:`write_item`,
+        one call per version, oldest first. The retrieval index is not touched: rebuild
+        it with :meth:`memstrata.Memory.reindex`."""

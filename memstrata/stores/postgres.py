@@ -51,7 +51,7 @@ from ..errors import (ConflictError, NotFoundError, StoreError, StoreUnavailable
                       ValidationError)
 from ..types import (Filters, ItemVersion, Layer, MemoryItem, Message, Role, Scope, dumps,
                      new_id, utcnow)
-from .base import DocInfo, IndexDoc, Job, ProfileVersion, SessionInfo, Store
+from .base import DocInfo, IndexDoc, Job, ProfileVersion, SessionInfo, SessionRecord, Store
 from .pg_migrations import PG_MIGRATIONS
 
 __all__ = ["PostgresStore", "open_postgres"]
@@ -131,6 +131,8 @@ class PostgresStore(Store):
     #: user's rows); larger ones through the HNSW index, falling back to exact when
     #: filtering leaves the index short of ``limit`` hits.
     exact_search_limit = 20_000
+    #: documents this process may add before it checks the planner's statistics
+    analyze_after = 1000
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8,
                  timeout: float = 10.0) -> None:
@@ -147,6 +149,7 @@ class PostgresStore(Store):
                                     open=False, name="memstrata")
         self._local = threading.local()
         self._hnsw_dims: set[int] = set()
+        self._added_since_analyze = 0
 
     @staticmethod
     def _configure(conn: psycopg.Connection) -> None:
@@ -522,6 +525,20 @@ class PostgresStore(Store):
                     "(%s,%s,%s,%s) ON CONFLICT (namespace, user_id) DO UPDATE SET "
                     "n_docs=scope_stats.n_docs+excluded.n_docs, "
                     "total_len=scope_stats.total_len+excluded.total_len", (ns, uid, added, grown))
+            self._maybe_analyze(added)
+
+    def _maybe_analyze(self, added: int) -> None:
+        """ANALYZE the index tables once this process has added more documents than the
+        planner's statistics know of. After a bulk import, until autovacuum's next pass,
+        row estimates of 1 turn the BM25 query into nested loops: seconds per search at
+        a few thousand documents instead of milliseconds. Doubling keeps this rare."""
+        self._added_since_analyze += added
+        if self._added_since_analyze < self.analyze_after:
+            return
+        known = self._x("SELECT reltuples FROM pg_class WHERE oid = 'docs'::regclass")[0]["reltuples"]
+        if self._added_since_analyze > max(known, 0):
+            self._x("ANALYZE docs, postings, scope_stats")
+            self._added_since_analyze = 0
 
     def _ensure_hnsw(self, dim: int) -> None:
         """Create the HNSW index for ``dim`` if missing; call before writing to ``docs``."""
@@ -657,6 +674,39 @@ class PostgresStore(Store):
         rows = self._x("SELECT namespace, user_id FROM sessions UNION SELECT namespace, user_id "
                        "FROM items ORDER BY 1, 2")
         return [Scope(r["user_id"], r["namespace"]) for r in rows]
+
+    # -- export and restore ---------------------------------------------------------
+    def export_sessions(self, scope: Scope) -> list[SessionRecord]:
+        rows = self._x("SELECT * FROM sessions WHERE namespace=%s AND user_id=%s ORDER BY session_id",
+                       (scope.namespace, scope.user_id))
+        return [SessionRecord(r["session_id"], r["created_at"], r["updated_at"], r["status"],
+                              r["version"], r["summary"], r["message_range_end"],
+                              r["metadata"] or {}) for r in rows]
+
+    def restore_session(self, scope: Scope, session: SessionRecord,
+                        messages: Sequence[Message]) -> None:
+        ns, uid = scope.namespace, scope.user_id
+        try:
+            with self.transaction():
+                self._x("INSERT INTO sessions (namespace, user_id, session_id, created_at, "
+                        "updated_at, status, version, summary, message_range_end, metadata) "
+                        "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                        (ns, uid, session.session_id, session.created_at, session.updated_at,
+                         session.status, session.version, session.summary,
+                         session.message_range_end, _json(dict(session.metadata))))
+                self._many("INSERT INTO messages (namespace, user_id, session_id, seq, id, role, "
+                           "content, name, tool_calls, tool_call_id, created_at, metadata) VALUES "
+                           "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                           [(ns, uid, session.session_id, m.seq, m.id, m.role.value, m.content,
+                             m.name, _json([dict(c) for c in m.tool_calls]) if m.tool_calls else None,
+                             m.tool_call_id, m.created_at, _json(dict(m.metadata)))
+                            for m in messages])
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise ValidationError(f"session {session.session_id!r} of user {uid!r} or one of "
+                                      f"its message ids is already stored ({exc.__cause__}); "
+                                      "restore into an empty store") from exc.__cause__
+            raise
 
 
 def open_postgres(url: str) -> PostgresStore:

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import ConflictError, NotFoundError, StoreError, ValidationError
 from ..types import (Filters, ItemVersion, Layer, MemoryItem, Message, Role, Scope, Status,
                      dumps, from_timestamp, new_id, utcnow)
-from .base import DocInfo, IndexDoc, Job, ProfileVersion, SessionInfo, Store
+from .base import DocInfo, IndexDoc, Job, ProfileVersion, SessionInfo, SessionRecord, Store
 from .dense import DenseMatrix
 from .migrations import SQLITE_MIGRATIONS
 
@@ -653,6 +653,40 @@ class SQLiteStore(Store):
         rows = self._x("SELECT namespace, user_id FROM sessions UNION SELECT namespace, user_id "
                        "FROM items ORDER BY 1, 2").fetchall()
         return [Scope(r[1], r[0]) for r in rows]
+
+    # -- export and restore ---------------------------------------------------------
+    def export_sessions(self, scope: Scope) -> list[SessionRecord]:
+        rows = self._x("SELECT * FROM sessions WHERE namespace=? AND user_id=? ORDER BY session_id",
+                       (scope.namespace, scope.user_id)).fetchall()
+        return [SessionRecord(r["session_id"], from_timestamp(r["created_at"]),
+                              from_timestamp(r["updated_at"]), r["status"], r["version"],
+                              r["summary"], r["message_range_end"],
+                              json.loads(r["metadata"]) if r["metadata"] else {}) for r in rows]
+
+    def restore_session(self, scope: Scope, session: SessionRecord,
+                        messages: Sequence[Message]) -> None:
+        with self.transaction():
+            try:
+                self._conn.execute(
+                    "INSERT INTO sessions (namespace, user_id, session_id, created_at, updated_at, "
+                    "status, version, summary, message_range_end, metadata) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (scope.namespace, scope.user_id, session.session_id,
+                     session.created_at.timestamp(), session.updated_at.timestamp(), session.status,
+                     session.version, session.summary, session.message_range_end,
+                     dumps(dict(session.metadata))))
+                self._conn.executemany(
+                    "INSERT INTO messages (id, namespace, user_id, session_id, seq, role, content, "
+                    "name, tool_calls, tool_call_id, created_at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [(m.id, scope.namespace, scope.user_id, session.session_id, m.seq, m.role.value,
+                      m.content, m.name, dumps(list(m.tool_calls)) if m.tool_calls else None,
+                      m.tool_call_id, m.created_at.timestamp(), dumps(dict(m.metadata)))
+                     for m in messages])
+            except sqlite3.IntegrityError as exc:
+                raise ValidationError(f"session {session.session_id!r} of user {scope.user_id!r} "
+                                      f"or one of its message ids is already stored ({exc}); "
+                                      "restore into an empty store") from exc
+            except sqlite3.Error as exc:
+                raise _explain(exc, self.path) from exc
 
 
 def open_sqlite(url: str) -> SQLiteStore:
