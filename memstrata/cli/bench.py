@@ -105,6 +105,25 @@ def latency(sizes, queries, stores, compare_postgres, json_out) -> None:
                json_out)
 
 
+@bench.command()
+@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="locomo_dev.json.")
+@click.option("--memdaily", default=None, type=click.Path(exists=True, file_okay=False),
+              help="The memdaily/ directory (Chinese quality and throughput).")
+@click.option("--embedder", "specs", multiple=True, default=("local:e5-small", "local:minilm"),
+              show_default=True, help="Embedders to compare (repeatable).")
+@click.option("--limit", type=int, default=None, help="Only the first N LoCoMo conversations.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def embedders(data, memdaily, specs, limit, json_out) -> None:
+    """Compare embedders: dense-only and hybrid recall, texts/second, same run."""
+    from ..bench.embedders import render, run_embedders
+
+    report = run_embedders(list(specs), locomo=data, memdaily=memdaily, limit=limit)
+    click.echo(render(report))
+    write_json(report, json_out)
+
+
 from .extraction import extraction  # noqa: E402  (its own module, registered here)
 
 bench.add_command(extraction)

@@ -26,7 +26,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import ConfigError, ProviderError, ValidationError
+from ..errors import ConfigError, ProviderError
 
 __all__ = [
     "Embedder",
@@ -114,8 +114,7 @@ class MiniLMEmbedder:
             from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
         except ImportError as exc:
             raise ConfigError("local:minilm needs: pip install 'memstrata[minilm]'") from exc
-        path = getattr(pkg, "MODEL_PATH", None) or os.path.dirname(pkg.__file__)
-        self._model = SentenceTransformer(str(path), device="cpu")
+        self._model = SentenceTransformer(str(pkg.get_model_path()), device="cpu")
         self.name = "minilm:all-MiniLM-L6-v2"
         self._lock = threading.Lock()
 
@@ -232,8 +231,3 @@ def parse_embedder(spec: "str | Embedder | None") -> "Embedder":
     raise ConfigError(f"unknown embedder provider {provider!r} in {spec!r}; use local:e5-small, "
                       "hash:256, openai:MODEL or openai-compatible:URL#MODEL")
 
-
-def check_texts(texts: object) -> list[str]:
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise ValidationError("embed() takes a list of strings")
-    return texts
