@@ -45,6 +45,15 @@ SETTINGS: tuple[Setting, ...] = (
             "BM25 weight of a turn's context (neighbouring turns, date) against its own text"),
     Setting("query_turns", 3, int, "Recent turns added to the query besides the current message"),
     Setting("embed_batch", 32, int, "Texts per embedding call during imports"),
+    Setting("sessions", "", str,
+            "Session store URL: empty = the main SQLite store; redis://host:6379/0 or "
+            "redis+cluster://host:7000 (add ?prefix=NAME to share a server)"),
+    Setting("summary_every", 10, int, "Messages between two progressive summary steps (R2.1)"),
+    Setting("session_idle_minutes", 30.0, float,
+            "Idle time after which archive_idle() closes and archives a session"),
+    Setting("session_window", 50, int, "Recent messages a session state carries"),
+    Setting("trigger_words", "上次,我之前说过,我的习惯是,last time,as I said", str,
+            "Comma-separated words that switch context() from light warm-up to deep recall"),
     Setting("extraction", "rules", str,
             "L3 extraction after add(): rules (offline, in a background job) or off"),
     Setting("worker", "thread", str,
@@ -103,6 +112,11 @@ class Settings:
     context_weight: float = 0.3
     query_turns: int = 3
     embed_batch: int = 32
+    sessions: str = ""
+    summary_every: int = 10
+    session_idle_minutes: float = 30.0
+    session_window: int = 50
+    trigger_words: str = "上次,我之前说过,我的习惯是,last time,as I said"
     extraction: str = "rules"
     worker: str = "thread"
     job_lease_s: float = 60.0

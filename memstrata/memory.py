@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
@@ -37,10 +37,14 @@ from .retrieval.scoring import ScoringPreset
 from .retrieval.search import Mode, Retriever, SearchResult, embed_cached
 from .stores import open_store
 from .stores.base import IndexDoc, Job, ProfileVersion, SessionInfo, Store
+from .sessions import Resume, SessionManager, SessionState, open_session_store
 from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
                     SearchHit, Status, new_id, utcnow)
 
 __all__ = ["Memory", "AddResult"]
+
+if TYPE_CHECKING:
+    from .layers.context import ContextResult
 
 log = logging.getLogger("memstrata")
 
@@ -100,6 +104,11 @@ class Memory:
                                    fusion=s.fusion, dense_weight=s.dense_weight,
                                    lexical_weight=s.lexical_weight,
                                    context_weight=s.context_weight, query_turns=s.query_turns)
+        self._session_manager: SessionManager | None = None
+        if s.sessions or self.store.url.startswith(("sqlite", "memory")):
+            self._session_manager = SessionManager(
+                open_session_store(s.sessions or None, self.store, window=s.session_window),
+                every_n=s.summary_every, idle=timedelta(minutes=s.session_idle_minutes))
 
         self.pipeline = Pipeline(self.store, self.embedder, self.retriever,
                                  PipelineConfig.from_settings(s))
@@ -124,6 +133,8 @@ class Memory:
     # -- lifecycle ---------------------------------------------------------------
     def close(self) -> None:
         self.worker.stop()
+        if self._session_manager is not None:
+            self._session_manager.sessions.close()
         self.store.close()
 
     def __enter__(self) -> "Memory":
@@ -161,12 +172,18 @@ class Memory:
         parsed = [Message.from_dict(m, default_time=now, index=i,
                                     max_chars=self.settings.max_message_chars)
                   for i, m in enumerate(messages)]
+        manager = self._session_manager
         with self.store.transaction():  # the raw turns and their extraction job: one unit
-            stored = self.store.append_messages(scope, session_id, parsed)
+            if manager is None:
+                stored = self.store.append_messages(scope, session_id, parsed)
+            else:
+                _, stored = manager.append(scope, session_id, parsed)
             job = (self._enqueue(scope, session_id, stored[0].seq, stored[-1].seq)
-                   if extract and stored else None)
+                   if extract and stored and not (manager and manager.sessions.hot_log) else None)
         if index:
             self._index_messages(scope, session_id, stored)
+        if manager is not None:
+            manager.summarise(scope, session_id)
         if job is not None and self.settings.worker == "thread":
             self.worker.start()
             self.worker.wake()
@@ -200,7 +217,9 @@ class Memory:
 
     def messages(self, user_id: str, session_id: str = "default", *,
                  agent_id: str | None = None) -> list[Message]:
-        """A session's raw log, in order."""
+        """A session's raw log, in order (with messages a Redis session still holds)."""
+        if self._session_manager is not None:
+            return self._session_manager.sessions.messages(self._scope(user_id, agent_id), session_id)
         return self.store.get_messages(self._scope(user_id, agent_id), session_id)
 
     def sessions(self, user_id: str, *, agent_id: str | None = None) -> list[SessionInfo]:
@@ -448,6 +467,118 @@ class Memory:
                                      filters=Filters.build(filters), recent=list(recent),
                                      preset=scoring or self.settings.scoring, mode=mode, now=now,
                                      explain=_explain)
+
+    # -- sessions and context (logic in memstrata.sessions and layers.context) ------
+    def _sessions(self) -> SessionManager:
+        if self._session_manager is None:
+            raise ConfigError(f"sessions need a session store: the main store {self.store.url!r} "
+                              "has none built in; pass sessions='redis://host:6379/0'")
+        return self._session_manager
+
+    def session(self, user_id: str, session_id: str = "default", *,
+                agent_id: str | None = None) -> SessionState:
+        """A session's state: version, status, running summary, recent messages."""
+        return self._sessions().sessions.load(self._scope(user_id, agent_id), session_id)
+
+    def archive_session(self, user_id: str, session_id: str = "default", *,
+                        agent_id: str | None = None) -> SessionState:
+        """Close and archive a session now (a last summary step first); its summary and
+        messages stay, but it no longer feeds new prompts until written to again."""
+        scope = self._scope(user_id, agent_id)
+        state, handed = self._sessions().archive(scope, session_id)
+        self._after_archive(scope, session_id, handed)
+        return state
+
+    def archive_idle(self, now: datetime | None = None, *, limit: int = 100) -> list[tuple[Scope, str]]:
+        """Archive every session idle for ``session_idle_minutes``; call it from a
+        scheduler or worker. Returns (scope, session id) of each one archived."""
+        done = self._sessions().sweep(now, limit)
+        for scope, session_id, handed in done:
+            self._after_archive(scope, session_id, handed)
+        return [(scope, session_id) for scope, session_id, _ in done]
+
+    def _after_archive(self, scope: Scope, session_id: str, handed: list[Message]) -> None:
+        if handed:  # messages a Redis session held: index what the main store now has
+            self._index_messages(scope, session_id, self.store.get_messages(
+                scope, session_id, start=handed[0].seq))
+        extract = getattr(self, "enqueue_extraction", None)
+        if callable(extract):  # the background write pipeline, when this Memory has one
+            extract(scope.user_id, session_id, agent_id=scope.namespace or None)
+
+    def resume(self, user_id: str, *, exclude_session: str | None = None,
+               agent_id: str | None = None) -> Resume:
+        """Where the user left off (R2.5): the latest other session's summary and the
+        open todos."""
+        scope = self._scope(user_id, agent_id)
+        state = self._sessions().resume(scope, exclude=exclude_session)
+        todos = self.list(user_id, filters={"kinds": ["todo"], "statuses": ["active"]},
+                          limit=20, agent_id=agent_id)
+        return Resume(state.session_id if state else None, state.summary if state else None,
+                      tuple(t.content for t in todos))
+
+    def _profile_text(self, user_id: str, agent_id: str | None) -> str | None:
+        from .layers.semantic.profile import aggregate, render
+
+        get = getattr(self, "profile", None)
+        if callable(get):
+            profile = get(user_id, agent_id=agent_id) if agent_id else get(user_id)
+        else:
+            profile = aggregate(self.list(user_id, limit=500, agent_id=agent_id))
+        if profile.is_empty:
+            return None
+        return render(profile, "zh" if profile.language == "zh" else "en")
+
+    def context(self, user_id: str, session_id: str = "default",
+                messages: "Sequence[Mapping[str, Any] | Message] | None" = None, *,
+                budget: int = 4000, quotas: Any = None, query: str | None = None,
+                recall: str = "auto", k: int = 10, policy: str = "repair",
+                tokenizer: Any = None, agent_id: str | None = None) -> "ContextResult":
+        """The messages to send for the next LLM call, within ``budget`` tokens (R6).
+
+        ``messages`` are what the caller would send (default: the session's recent
+        messages). Adds the core profile, the session summary and — on a trigger word in
+        ``query`` or the last user message, or with ``recall="deep"`` — memories found by
+        :meth:`search`; ``recall="light"`` adds the profile only. ``quotas`` are
+        (short-term, long-term, knowledge) shares, default 0.4/0.2/0.4. Returns a
+        :class:`~memstrata.layers.context.ContextResult` (``messages``, ``report``).
+        """
+        from .layers.context import MemoryLine, assemble, find_trigger
+        from .tokens import get_tokenizer
+
+        if recall not in ("auto", "light", "deep"):
+            raise ValidationError(f"recall must be auto, light or deep, not {recall!r}")
+        scope = self._scope(user_id, agent_id)
+        state = self._session_manager.sessions.load(scope, session_id) \
+            if self._session_manager is not None else None
+        if messages is None:
+            messages = [m.to_openai() for m in state.recent] if state else []
+        if isinstance(messages, Mapping) or isinstance(messages, str):
+            raise ValidationError("messages must be a list of OpenAI-format dicts")
+        messages = list(messages)
+        text = query
+        if text is None:
+            users = [Message.from_dict(m, index=i) for i, m in enumerate(messages)]
+            users = [m for m in users if m.role is Role.USER and m.content]
+            text = users[-1].content if users else ""
+        triggers = [w.strip() for w in self.settings.trigger_words.split(",") if w.strip()]
+        trigger = find_trigger(text or "", triggers)
+        deep = recall == "deep" or (recall == "auto" and trigger is not None)
+        lines: list[MemoryLine] = []
+        if deep and text and text.strip():
+            recent = [m.get("content") for m in messages[-7:-1] if isinstance(m, Mapping)
+                      and m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)]
+            for hit in self.search(text, user_id, k=k, recent=recent[-self.settings.query_turns:],
+                                   agent_id=agent_id):
+                if hit.layer is Layer.EPISODIC and hit.session_id == session_id:
+                    continue  # this session's turns are in the window or the summary
+                lines.append(MemoryLine(hit.id, hit.text, hit.score, hit.created_at.date().isoformat()))
+        summary = None
+        if state is not None and state.summary is not None and state.status == "open":
+            summary = state.summary.render()
+        return assemble(messages, budget=budget, profile=self._profile_text(user_id, agent_id),
+                        summary=summary, memories=lines, quotas=quotas,
+                        recall="deep" if deep else "light", trigger=trigger,
+                        tokenizer=get_tokenizer(tokenizer), policy=policy)  # type: ignore[arg-type]
 
     # -- maintenance ----------------------------------------------------------------
     def users(self) -> list[Scope]:

@@ -73,6 +73,24 @@ def memdaily(data, ks, store, embedder, limit, json_out) -> None:
 
 
 @bench.command()
+@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="locomo_dev.json (or locomo10.json).")
+@click.option("--budget", default=2000, show_default=True, help="Token budget per question.")
+@click.option("--k", default=25, show_default=True, help="Memories searched per question.")
+@_common
+@handle_errors
+def context(data, budget, k, store, embedder, limit, json_out) -> None:
+    """LoCoMo context assembly: evidence turns kept at a token budget, memory tokens per query."""
+    from ..bench.context import render, run_context
+
+    report = run_context(data, budget=budget, k=k, store=store, embedder=embedder, limit=limit)
+    click.echo(f"Context assembly: {report['questions']} questions, budget {report['budget']}, "
+               f"embedder {report['embedder']}")
+    click.echo(render(report))
+    write_json(report, json_out)
+
+
+@bench.command()
 @click.option("--sizes", default="1000,10000,100000", show_default=True,
               help="Comma-separated numbers of items of one user.")
 @click.option("--queries", default=200, show_default=True, help="Searches per size.")

@@ -1,0 +1,63 @@
+"""Sessions (L1/L2 hot state): the :class:`SessionStore` seam, its backends, and the
+:class:`SessionManager` that runs progressive summaries and idle archiving over it.
+
+=====================================  ===========================================
+(no URL)                               the main SQLite store's ``sessions`` table
+``redis://host:6379/0?prefix=ms``      one Redis server
+``redis+cluster://host:7000``          a Redis Cluster (keys hash-tagged by session)
+=====================================  ===========================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from ..errors import ConfigError
+from ..stores.base import Store
+from .base import DEFAULT_WINDOW_MESSAGES, STATUSES, SessionState, SessionStore
+from .manager import Resume, SessionManager
+
+__all__ = ["SessionState", "SessionStore", "SessionManager", "Resume", "open_session_store",
+           "SESSION_BACKENDS", "STATUSES"]
+
+
+def _redis(url: str, store: Store, window: int) -> SessionStore:
+    from .redis import RedisSessionStore
+
+    return RedisSessionStore(url, store, window=window)
+
+
+def _sqlite(url: str, store: Store, window: int) -> SessionStore:
+    from .sqlite import SQLiteSessionStore
+
+    return SQLiteSessionStore(store, window=window)
+
+
+# scheme -> factory(url, main store, window)
+SESSION_BACKENDS: dict[str, Callable[[str, Store, int], SessionStore]] = {
+    "redis": _redis,
+    "rediss": _redis,
+    "redis+cluster": _redis,
+    "rediss+cluster": _redis,
+    "sqlite": _sqlite,
+    "memory": _sqlite,
+}
+
+
+def open_session_store(url: str | None, store: Store, *,
+                       window: int = DEFAULT_WINDOW_MESSAGES) -> SessionStore:
+    """The session store a URL names; None or ``""`` means the main store's own table.
+
+    ``store`` is the main Store: the default backend lives in it, and the others archive
+    into it.
+    """
+    if not url:
+        url = store.url
+    scheme = urlsplit(url).scheme
+    factory = SESSION_BACKENDS.get(scheme)
+    if factory is None:
+        raise ConfigError(f"unknown sessions URL {url!r}; use redis://host:6379/0, "
+                          f"redis+cluster://host:7000, or leave it empty for the main store "
+                          f"(known schemes: {', '.join(sorted(SESSION_BACKENDS))})")
+    return factory(url, store, window)
