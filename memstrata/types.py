@@ -324,7 +324,6 @@ class ItemVersion:
                    before=data.get("before"), after=data.get("after"))
 
 
-
 def _as_tuple(value: Any, what: str) -> tuple[str, ...]:
     if value is None:
         return ()

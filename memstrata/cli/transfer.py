@@ -29,7 +29,8 @@ __all__ = ["export", "restore"]
 @handle_errors
 def export(store, user_ids, agent_id, out) -> None:
     """Write users' memory to OUT as JSON Lines (`-` for stdout): sessions, messages,
-    items of every status with their version history. Restore with `memstrata restore`."""
+    items of every status with their version history, jobs, profile versions. Restore
+    with `memstrata restore`."""
     from ..config import Settings
     from ..stores import open_store
     from ..stores.transfer import export_jsonl
@@ -44,7 +45,8 @@ def export(store, user_ids, agent_id, out) -> None:
             with open(out, "w", encoding="utf-8", newline="\n") as fh:
                 counts = export_jsonl(opened, fh, scopes=scopes)
     click.echo(f"exported {counts['session']} sessions, {counts['message']} messages, "
-               f"{counts['item']} items ({counts['version']} versions)", err=out == "-")
+               f"{counts['item']} items ({counts['version']} versions), {counts['job']} jobs, "
+               f"{counts['profile_version']} profile versions", err=out == "-")
 
 
 @click.command()
@@ -73,5 +75,6 @@ def restore(store, embedder, no_reindex, path: Path) -> None:
                 documents += memory.reindex(scope.user_id, agent_id=scope.namespace)
     c = result.counts
     click.echo(f"restored {len(result.scopes)} users: {c['session']} sessions, {c['message']} "
-               f"messages, {c['item']} items ({c['version']} versions)"
+               f"messages, {c['item']} items ({c['version']} versions), {c['job']} jobs, "
+               f"{c['profile_version']} profile versions"
                + ("" if no_reindex else f"; indexed {documents} documents with {memory.embedder.name}"))

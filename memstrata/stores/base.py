@@ -244,7 +244,6 @@ class Store(ABC):
     def add_profile_version(self, scope: Scope, version: ProfileVersion) -> None:
         """Append a profile version; ConflictError if that version number exists."""
 
-
     # -- retrieval index ------------------------------------------------------------
     @abstractmethod
     def index(self, scope: Scope, docs: Sequence[IndexDoc]) -> None:
@@ -293,3 +292,9 @@ class Store(ABC):
         times, version — for restoring an export. Items go through :meth:`write_item`,
         one call per version, oldest first. The retrieval index is not touched: rebuild
         it with :meth:`memstrata.Memory.reindex`."""
+
+    @abstractmethod
+    def restore_jobs(self, scope: Scope, jobs: Sequence[Job]) -> None:
+        """Write jobs exactly as given — ids, statuses, attempts, leases, times — queued in
+        the given order, for restoring an export. Profile versions go through
+        :meth:`add_profile_version`."""

@@ -708,6 +708,21 @@ class PostgresStore(Store):
                                       "restore into an empty store") from exc.__cause__
             raise
 
+    def restore_jobs(self, scope: Scope, jobs: Sequence[Job]) -> None:
+        try:
+            with self.transaction():
+                self._many("INSERT INTO jobs (namespace, user_id, id, kind, payload, status, "
+                           "attempts, worker, lease_until, created_at, updated_at, last_error) "
+                           "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                           [(scope.namespace, scope.user_id, j.id, j.kind, _json(dict(j.payload)),
+                             j.status, j.attempts, j.worker, j.lease_until, j.created_at,
+                             j.updated_at, j.last_error) for j in jobs])
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise ValidationError(f"a job of user {scope.user_id!r} is already stored "
+                                      f"({exc.__cause__}); restore into an empty store") from exc.__cause__
+            raise
+
 
 def open_postgres(url: str) -> PostgresStore:
     """``postgresql://user:password@host:port/database`` (libpq URL), migrated."""

@@ -709,6 +709,23 @@ class SQLiteStore(Store):
             except sqlite3.Error as exc:
                 raise _explain(exc, self.path) from exc
 
+    def restore_jobs(self, scope: Scope, jobs: Sequence[Job]) -> None:
+        with self.transaction():
+            try:
+                self._conn.executemany(
+                    "INSERT INTO jobs (id, namespace, user_id, kind, payload, status, attempts, "
+                    "worker, lease_until, created_at, updated_at, last_error) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [(j.id, scope.namespace, scope.user_id, j.kind, dumps(dict(j.payload)), j.status,
+                      j.attempts, j.worker, j.lease_until.timestamp() if j.lease_until else None,
+                      j.created_at.timestamp(), j.updated_at.timestamp(), j.last_error)
+                     for j in jobs])
+            except sqlite3.IntegrityError as exc:
+                raise ValidationError(f"a job of user {scope.user_id!r} is already stored ({exc}); "
+                                      "restore into an empty store") from exc
+            except sqlite3.Error as exc:
+                raise _explain(exc, self.path) from exc
+
 
 def open_sqlite(url: str) -> SQLiteStore:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``memory://``."""

@@ -6,11 +6,14 @@
     {"type":"session","namespace":"","user_id":"lin","session_id":"s1",...}   # the row in full
     {"type":"message","namespace":"","user_id":"lin","session_id":"s1","seq":0,"id":...}
     {"type":"item","namespace":"","user_id":"lin","id":"mem_…",...,"versions":[{...},...]}
+    {"type":"job","namespace":"","user_id":"lin","id":"job_…","status":"done",...}
+    {"type":"profile_version","namespace":"","user_id":"lin","version":1,"data":{...},...}
     {"type":"end","counts":{"item":1,"message":2,"session":1,"version":3}}
 
 Users come in (namespace, user_id) order; within a user, sessions by id, each followed
 by its messages by sequence number, then items by id, each with its whole version
-history, oldest first. Keys are sorted and separators fixed, so the same memory exports
+history, oldest first, then jobs in queue order (pending ones run after a restore, as
+they would have) and the versions of the profile overrides. Keys are sorted and separators fixed, so the same memory exports
 to the same bytes from SQLite and from PostgreSQL, and an export restored elsewhere and
 exported again is byte-identical.
 
@@ -32,7 +35,7 @@ from typing import Any, TextIO
 from ..errors import ValidationError
 from ..types import (Filters, ItemVersion, MemoryItem, Message, Scope, Status, dumps,
                      parse_time)
-from .base import SessionRecord, Store
+from .base import Job, ProfileVersion, SessionRecord, Store
 
 __all__ = ["FORMAT", "VERSION", "export_jsonl", "read_header", "restore_jsonl", "RestoreResult"]
 
@@ -63,6 +66,16 @@ def _records(store: Store, scope: Scope) -> Iterator[dict[str, Any]]:
     for item in sorted(items, key=lambda i: i.id):
         versions = [v.to_dict() for v in store.history(scope, item.id)]
         yield {"type": "item", **item.to_dict(), "versions": versions}
+    for job in store.list_jobs(scope, limit=_NO_LIMIT):
+        yield {"type": "job", **_scope_fields(scope), "id": job.id, "kind": job.kind,
+               "payload": dict(job.payload), "status": job.status, "attempts": job.attempts,
+               "worker": job.worker, "last_error": job.last_error,
+               "lease_until": job.lease_until.isoformat() if job.lease_until else None,
+               "created_at": job.created_at.isoformat(), "updated_at": job.updated_at.isoformat()}
+    for profile in store.profile_versions(scope):
+        yield {"type": "profile_version", **_scope_fields(scope), "version": profile.version,
+               "data": dict(profile.data), "actor": profile.actor, "reason": profile.reason,
+               "at": profile.at.isoformat()}
 
 
 def export_jsonl(store: Store, out: TextIO, *, scopes: Sequence[Scope] | None = None) -> Counter[str]:
@@ -137,18 +150,16 @@ def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export")
     messages: list[Message] = []
     ended = None
 
-    def flush() -> None:
-        if session is not None:
-            store.restore_session(session[0], session[1], messages)
-
     with store.transaction():
         for number, record in records:
             kind = record["type"]
             if ended is not None:
                 raise ValidationError(f"{source}:{number}: a record after the end record")
+            if kind != "message" and session is not None:  # a session's block ends
+                store.restore_session(session[0], session[1], messages)
+                session = None
             if kind == "end":
-                flush()
-                session, ended = None, record
+                ended = record
                 continue
             try:
                 scope = Scope(record["user_id"], record.get("namespace") or "")
@@ -162,7 +173,6 @@ def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export")
                     seen.add(scope)
                     result.scopes.append(scope)
                 if kind == "session":
-                    flush()
                     session, messages = (scope, SessionRecord(
                         record["session_id"], parse_time(record["created_at"]),
                         parse_time(record["updated_at"]), record["status"],
@@ -181,6 +191,18 @@ def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export")
                     for version in versions:
                         store.write_item(scope, item, version)
                     result.counts["version"] += len(versions)
+                elif kind == "job":
+                    lease = record.get("lease_until")
+                    store.restore_jobs(scope, [Job(
+                        record["id"], scope.namespace, scope.user_id, record["kind"],
+                        record.get("payload") or {}, record["status"], int(record["attempts"]),
+                        parse_time(record["created_at"]), parse_time(record["updated_at"]),
+                        record.get("worker"), parse_time(lease) if lease else None,
+                        record.get("last_error"))])
+                elif kind == "profile_version":
+                    store.add_profile_version(scope, ProfileVersion(
+                        int(record["version"]), record["data"], record["actor"], record["reason"],
+                        parse_time(record["at"])))
                 else:
                     raise ValidationError(f"unknown record type {kind!r} (written by a newer "
                                           "memstrata?)")
