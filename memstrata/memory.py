@@ -116,7 +116,9 @@ class Memory:
             raise ConfigError(f"worker must be 'thread' or 'off', not {s.worker!r}")
         if s.extraction not in ("rules", "off"):
             raise ConfigError(f"extraction must be 'rules' or 'off', not {s.extraction!r}")
-        self.worker = Worker(self.store, {"extract": self.pipeline.run_extract},
+        self.worker = Worker(self.store, {"extract": self.pipeline.run_extract,
+                                          "maintain": self.pipeline.run_maintain,
+                                          "profile": self.pipeline.run_profile},
                              lease_s=s.job_lease_s, max_attempts=s.job_max_attempts)
         if s.worker == "thread" and self.store.list_jobs(statuses=UNFINISHED, limit=1):
             self.worker.start()  # resume what a previous process left pending
@@ -418,14 +420,48 @@ class Memory:
         return self.pipeline.undo(self._scope(user_id, agent_id), item_id)
 
     def maintain(self, user_id: str | None = None, now: datetime | None = None, *,
-                 agent_id: str | None = None) -> MaintenanceReport:
-        """Decay and capacity (R3.7, R3.8) for one user or every user; idempotent."""
-        scopes = [self._scope(user_id, agent_id)] if user_id is not None else self.users()
-        return self.pipeline.maintain(scopes, now or utcnow())
+                 agent_id: str | None = None, background: bool = False) -> MaintenanceReport:
+        """Decay and capacity (R3.7, R3.8) for one user or every user, then a refresh of
+        each user's profile snapshot; idempotent.
 
-    def profile(self, user_id: str, *, agent_id: str | None = None) -> Profile:
-        """The core profile (R3.10): aggregated from active items, manual edits on top."""
-        return self.pipeline.profile(self._scope(user_id, agent_id))
+        With ``background`` nothing runs here: one ``maintain`` and one ``profile`` job per
+        user go to the jobs table (none when that user already has one pending) for the
+        worker thread or ``memstrata worker``; the report lists them in ``queued``.
+        """
+        scopes = [self._scope(user_id, agent_id)] if user_id is not None else self.users()
+        now = now or utcnow()
+        if not background:
+            report = self.pipeline.maintain(scopes, now)
+            for scope in scopes:
+                self.pipeline.refresh_profile(scope)
+            return report
+        queued: list[str] = []
+        with self.store.transaction():
+            for scope in scopes:
+                pending = {j.kind for j in self.store.list_jobs(scope, statuses=("pending",))}
+                if "maintain" not in pending:
+                    queued.append(self.store.enqueue_job(scope, "maintain",
+                                                         {"now": now.isoformat()}).id)
+                if "profile" not in pending:
+                    queued.append(self.store.enqueue_job(scope, "profile", {}).id)
+        if queued and self.settings.worker == "thread":
+            self.worker.start()
+            self.worker.wake()
+        return MaintenanceReport(users=len(scopes), queued=tuple(queued))
+
+    def profile(self, user_id: str, *, agent_id: str | None = None,
+                cached: bool = False) -> Profile:
+        """The core profile (R3.10): aggregated from active items, manual edits on top.
+
+        With ``cached`` it is the snapshot the last :meth:`maintain` (or ``profile`` job)
+        stored — one read instead of an aggregation, for per-prompt use — falling back
+        to the live profile when there is no snapshot yet."""
+        scope = self._scope(user_id, agent_id)
+        if cached:
+            snapshot = self.pipeline.cached_profile(scope)
+            if snapshot is not None:
+                return snapshot
+        return self.pipeline.profile(scope)
 
     def update_profile(self, user_id: str, *, agent_id: str | None = None, actor: str = "api",
                        **fields: Any) -> Profile:

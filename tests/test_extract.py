@@ -75,6 +75,42 @@ def test_slots(text, expected):
     assert expected in slots(text)
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("Please keep your answers short.", ("answer_length", "short")),
+    ("Keep replies brief.", ("answer_length", "short")),
+    ("Be brief.", ("answer_length", "short")),
+    ("Could you be more concise?", ("answer_length", "short")),
+    ("Don't ramble.", ("answer_length", "short")),
+    ("Answer in one sentence.", ("answer_length", "short")),
+    ("Explain it in detail please.", ("answer_length", "detailed")),
+    ("Use bullet points.", ("answer_style", "bullet points")),
+    ("No emojis please.", ("answer_style", "no emojis")),
+    ("Reply to me in English.", ("answer_language", "English")),
+    ("Please write your answers in Chinese.", ("answer_language", "Chinese")),
+    ("不要太长", ("answer_length", "short")),
+    ("简短点", ("answer_length", "short")),
+    ("别啰嗦，直接说重点", ("answer_length", "short")),
+    ("别写那么多", ("answer_length", "short")),
+    ("长话短说吧", ("answer_length", "short")),
+    ("能详细点吗", ("answer_length", "detailed")),
+    ("请分点回答", ("answer_style", "bullet points")),
+    ("用列表的形式回答", ("answer_style", "bullet points")),
+    ("别用表情", ("answer_style", "no emojis")),
+    ("中文回答就行", ("answer_language", "Chinese")),
+    ("请用英文回复", ("answer_language", "English")),
+])
+def test_answer_style_requests(text, expected):
+    found = screen(list(extract_text(text)))
+    assert [(c.attribute, c.value) for c in found.long_term] == [expected]
+    assert found.long_term[0].kind is Kind.INSTRUCTION
+
+
+@pytest.mark.parametrize("text", ["I keep it short at parties.", "We keep things simple at home.",
+                                  "The movie was too long.", "这篇文章太长了"])
+def test_answer_style_rules_need_a_request(text):
+    assert not [c for c in extract_text(text) if c.attribute and c.attribute.startswith("answer_")]
+
+
 def test_job_and_employer_in_one_sentence():
     found = extract_text("My name is Anna and I'm a software engineer at Google.")
     assert {(c.attribute, c.value) for c in found} == {

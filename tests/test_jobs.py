@@ -132,3 +132,44 @@ def test_sigkill_mid_batch_then_restart_completes_every_job_exactly_once(tmp_pat
                 for session in ("s1", "s2", "s3"):
                     assert [m.content for m in restarted.messages(user, session)] == \
                         [m.content for m in reference.messages(user, session)]
+
+
+def test_maintain_and_profile_run_as_idempotent_jobs(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from memstrata.types import utcnow
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    later = utcnow() + timedelta(days=400)
+    with Memory(url, embedder="hash:256", worker="off") as memory:
+        memory.add(turn("My name is Alice."), user_id="a")
+        memory.add(turn("I like hiking."), user_id="a")
+        memory.add(turn("Remind me to renew my passport."), user_id="a")
+        memory.flush()
+        queued = memory.maintain("a", now=later, background=True)
+        assert len(queued.queued) == 2 and queued.deactivated == 0
+        assert memory.maintain("a", now=later, background=True).queued == ()  # already pending
+        assert memory.profile("a", cached=True).name == "Alice"  # live until a snapshot exists
+        memory.store.close()  # the process dies before a worker ran them
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    subprocess.run([sys.executable, "-m", "memstrata.cli.main", "worker", "--store", url,
+                    "--embedder", "hash:256", "--until-idle"], env=env, check=True,
+                   timeout=300, capture_output=True)
+    with Memory(url, embedder="hash:256", worker="off") as memory:
+        kinds = [(j.kind, j.status) for j in memory.jobs("a")]
+        assert kinds[-2:] == [("maintain", "done"), ("profile", "done")]
+        hiking = next(i for i in memory.list("a", filters={"status": ["inactive"]}))
+        assert "hiking" in hiking.content  # decayed; the todo did not
+        assert [i.kind.value for i in memory.list("a")].count("todo") == 1
+        ops = [v.op for v in memory.history(hiking.id, "a")]
+        snapshot = memory.profile("a", cached=True)
+        assert snapshot == memory.profile("a") and "passport" in " ".join(snapshot.current)
+        # the same maintenance again, inline or queued, changes nothing
+        again = memory.maintain("a", now=later)
+        assert (again.deactivated, again.reweighted, again.evicted) == (0, 0, 0)
+        memory.maintain("a", now=later, background=True)
+        memory.flush()
+        assert [v.op for v in memory.history(hiking.id, "a")] == ops
+        assert {j.status for j in memory.jobs("a")} == {"done"}
+        memory.forget_user("a")
+        assert memory.profile("a", cached=True).is_empty

@@ -57,19 +57,24 @@ def worker(store, embedder, until_idle, lease_s, poll_s) -> None:
 @click.option("--embedder", default=None, help=_EMBEDDER)
 @click.option("--user", "user_id", default=None, help="One user (default: every user).")
 @click.option("--agent", "agent_id", default=None, help="Agent/app namespace.")
+@click.option("--background", is_flag=True,
+              help="Only enqueue maintain + profile jobs for `memstrata worker` to run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
-def maintain(store, embedder, user_id, agent_id, as_json) -> None:
-    """Decay stale and distrusted memories and enforce the per-user cap (R3.7, R3.8)."""
+def maintain(store, embedder, user_id, agent_id, background, as_json) -> None:
+    """Decay stale and distrusted memories, enforce the per-user cap (R3.7, R3.8) and
+    refresh profile snapshots — here, or as background jobs with --background."""
     import json
 
     memory = _open(store, embedder)
     try:
-        report = memory.maintain(user_id, agent_id=agent_id)
+        report = memory.maintain(user_id, agent_id=agent_id, background=background)
     finally:
         memory.close()
     if as_json:
         click.echo(json.dumps(report.to_dict()))
+    elif background:
+        click.echo(f"{report.users} user(s): {len(report.queued)} job(s) queued")
     else:
         click.echo(f"{report.users} user(s): {report.deactivated} deactivated, "
                    f"{report.reweighted} reweighted, {report.evicted} evicted")

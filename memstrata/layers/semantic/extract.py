@@ -524,18 +524,48 @@ _EN = [
     _r("en.event", r"\bi (?:just |recently |finally |also |actually )?(?P<v>(?:went|attended|visited|"
        r"started|joined|finished|adopted|painted|graduated|won|began|completed|celebrated|"
        r"traveled|travelled|published|launched|volunteered|organized|hosted|created|built|"
-       r"signed up|took up|ran|received|passed|opened|bought|got|made|lost|read|wrote|tried|met)"
+       r"signed up|took up|ran|received|passed|opened|bought|got|made|lost|read|wrote|tried|met|"
+       r"scored|gave|reached|climbed|hiked|performed|donated|raised|earned|baked|cooked|"
+       r"designed|learned|learnt|taught|helped|watched|played|took|saw|found|moved)"
        r" [^.,;!?]+)", E, "events", "User {v}", importance=0.5, free_text=True,
        check=_event_ok),
-    _r("en.short", r"\b(?:keep (?:it|answers|replies|responses) (?:short|brief|concise|simple)|"
-       r"(?:be|please be) (?:brief|concise|short)|(?:short|shorter|concise|brief) (?:answers|"
-       r"replies|responses)|get (?:straight )?to the point|no need to elaborate)", INS,
+    _r("en.ongoing", r"\bi(?:'ve|’ve| have) (?:also |recently |just |really )?(?:been|started|"
+       r"begun) (?P<v>(?:working on|learning|reading|writing|training|practicing|practising|"
+       r"studying|volunteering|teaching|playing|painting|taking|doing|building|running|"
+       r"focusing on|exploring|collaborating|cooking|baking|going to|attending|trying) "
+       r"[^.,;!?]+)", E, "activities", "User has been {v}", importance=0.5, free_text=True,
+       conjugate=False, check=lambda v: 2 <= len(v.split()) <= 15 and not _PRONOUN_START.search(
+           v.partition(" ")[2])),
+    _r("en.goal_is", r"(?P<v>[^.,;!?]{3,60}?) (?:is|was) (?:my|one of my) (?:number one |main |biggest |"
+       r"ultimate |long[- ]term |big |dream )?(?:goals?|dreams?)\b", F, "goals",
+       "User's goal is {v}", importance=0.8, free_text=True, conjugate=False,
+       check=lambda v: _object_ok(v) and not re.match(r"(?i)^(?:it|that|this|what)\b", v)),
+    _r("en.will_keep", r"\bi(?:'ll|’ll| will) (?:definitely |totally |surely |really |try to |"
+       r"continue to )?(?P<v>keep (?:on )?\w+ing [^.,;!?]+|keep up (?:my|the) [^.,;!?]+)", E, "plans",
+       "User plans to {v}", importance=0.5, free_text=True, conjugate=False,
+       check=lambda v: len(v.split()) <= 12),
+    _r("en.short", r"\b(?:(?<!\bi )(?<!\bwe )keep (?:it|things|them|(?:your |the |all )?(?:answers?|replies|reply|"
+       r"responses?|explanations?|messages?))(?: nice and| very| really)? (?:short|brief|concise|"
+       r"simple|succinct|to the point)|(?:be|please be|stay) (?:more |very )?(?:brief|concise|short|"
+       r"succinct|terse)|(?:give|write|send)(?: me)? (?:short|shorter|brief|concise|quick) "
+       r"(?:answers|replies|responses)|(?:short|shorter|concise|brief|succinct) (?:answers|"
+       r"replies|responses)|get (?:straight )?to the point|no need to elaborate|(?:don't|do not|"
+       r"never) (?:ramble|over-?explain|be (?:so |too )?(?:verbose|wordy|long-winded))|"
+       r"(?:less|not so|not too) (?:verbose|wordy|long)|(?:answer|reply|respond|explain)(?: it)? "
+       r"in (?:one|a|two|a few|one or two) (?:sentences?|lines?|words?))", INS,
        "answer_length", "User wants short, concise answers", fixed_value="short",
        importance=0.85, needs_value=False),
-    _r("en.detail", r"\b(?:more detail(?:ed)?|detailed (?:answers|explanations)|explain in detail)",
-       INS, "answer_length", "User wants detailed answers", fixed_value="detailed",
+    _r("en.detail", r"\b(?:more detail(?:ed)?|(?:detailed|thorough|in-depth|longer) (?:answers|"
+       r"explanations|replies)|explain (?:it |things )?in (?:detail|depth)|(?:go|walk me) "
+       r"(?:through it )?step by step|(?:be|please be) (?:more )?(?:thorough|detailed))", INS,
+       "answer_length", "User wants detailed answers", fixed_value="detailed",
        importance=0.8, needs_value=False),
-    _r("en.answer_lang", r"\b(?:answer|reply|respond|speak|talk|write)(?: to me)? in "
+    _r("en.bullets", r"\b(?:use|with|in|as|give me|prefer) (?:short )?(?:bullet(?:ed)?[- ]?"
+       r"(?:points?|lists?)|bullets|numbered lists?)", INS, "answer_style",
+       "User wants answers as bullet points", fixed_value="bullet points", importance=0.75,
+       needs_value=False),
+    _r("en.answer_lang", r"\b(?:answer|reply|respond|speak|talk|write)(?: to me| me|"
+       r" (?:all |your )?(?:answers|replies|responses))? (?:only |always )?in "
        r"(?P<v>English|Chinese|Mandarin|French|German|Spanish|Japanese)", INS, "answer_language",
        "User wants answers in {v}", importance=0.85),
     _r("en.examples", r"\b(?:always )?(?:include|add|give|show)(?: me)? (?P<v>(?:code )?examples?)",
@@ -604,16 +634,24 @@ _ZH = [
        importance=0.55, free_text=True),
     _r("zh.habit", r"我(?P<v>(?:每天|每周|每晚|每天早上|通常|一般|经常|总是|习惯)[^，,。！？!?]+)", F,
        "habits", zh="用户{v}", importance=0.55, free_text=True),
-    _r("zh.short", r"别啰嗦|不要啰嗦|简短(?:一)?点|简洁(?:一)?点|说重点|直接说重点|回答(?:要|尽量)?简短", INS,
+    _r("zh.short", r"(?:别|不要|不用)(?:太)?(?:啰嗦|废话|长篇大论)|少(?:说)?(?:点)?废话|简短(?:一)?点|"
+       r"简单(?:一)?点|简洁(?:一)?点|精简(?:一)?点|(?:直接)?说重点|(?:回答|回复|答案)(?:要|尽量|请)?"
+       r"(?:简短|简洁|短一?点)|(?:不要|别|不用)(?:写|说|回答|回复)?(?:得)?(?:太长|太多|那么多|这么长)|"
+       r"长话短说|言简意赅|一句话(?:说|回答|讲|总结)", INS,
        "answer_length", zh="用户希望回答简短", fixed_value="short", importance=0.85,
        needs_value=False),
-    _r("zh.detail", r"详细(?:一)?点|详细解释|说详细", INS, "answer_length", zh="用户希望回答详细",
+    _r("zh.detail", r"详细(?:一)?点|详细(?:地)?(?:解释|说明|讲|回答)|说(?:得)?详细|讲(?:得)?详细|展开(?:讲|说)"
+       r"|具体(?:一)?点", INS, "answer_length", zh="用户希望回答详细",
        fixed_value="detailed", importance=0.8, needs_value=False),
-    _r("zh.answer_lang", r"(?:用|说)(?P<v>中文|汉语|英文|英语)(?:回答|回复|交流|说)?", INS,
+    _r("zh.bullets", r"(?:用|以)?(?:列表|要点|分点|条目|项目符号)(?:的形式|形式)?(?:回答|列出|说|写)|"
+       r"分(?:点|条)(?:回答|列出|说|写)?", INS, "answer_style", zh="用户希望回答分点列出",
+       fixed_value="bullet points", importance=0.75, needs_value=False),
+    _r("zh.answer_lang", r"(?:用|说|以)(?P<v>中文|汉语|英文|英语)(?:回答|回复|交流|说)?|"
+       r"(?P<v2>中文|汉语|英文|英语)(?:回答|回复)", INS,
        "answer_language", zh="用户希望用{v}回答", importance=0.85),
     _r("zh.examples", r"(?:附带|附上|带上|给出)(?P<v>代码示例|示例代码|例子)", INS, "answer_style",
        zh="用户希望回答附带{v}", importance=0.75),
-    _r("zh.no_emoji", r"不要(?:用)?表情", INS, "answer_style", zh="用户不希望回答使用表情",
+    _r("zh.no_emoji", r"(?:不要|别|不用)(?:用|加|带)?(?:表情|emoji)", INS, "answer_style", zh="用户不希望回答使用表情",
        fixed_value="no emojis", importance=0.7, needs_value=False),
 ]
 

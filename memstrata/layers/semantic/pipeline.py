@@ -17,6 +17,8 @@ dropped: they stay in the raw session log they came from, never in long-term mem
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -85,10 +87,13 @@ class MaintenanceReport:
     reweighted: int = 0
     evicted: int = 0
     changed_ids: tuple[str, ...] = field(default=(), repr=False)
+    #: ids of the ``maintain`` and ``profile`` jobs enqueued instead of running inline
+    queued: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"users": self.users, "deactivated": self.deactivated,
-                "reweighted": self.reweighted, "evicted": self.evicted}
+                "reweighted": self.reweighted, "evicted": self.evicted,
+                "queued": list(self.queued)}
 
 
 def _chat(messages: Sequence[Message]) -> int:
@@ -252,6 +257,8 @@ class Pipeline:
                 self._forget_messages(scope, sources)
             self.store.forget_vectors(self.embedder.name,
                                       [content_hash(t, "passage") for t in texts if t])
+            if self.store.get_meta(_snapshot_key(scope)) not in (None, "{}"):
+                self.refresh_profile(scope)  # the snapshot must not keep what was forgotten
 
     def _forget_messages(self, scope: Scope, ids: set[str]) -> None:
         texts, touched = [], []
@@ -286,6 +293,8 @@ class Pipeline:
                 texts.update(m.text for m in self.store.get_messages(scope, info.session_id))
         with self.store.transaction():
             self.store.delete_user(scope, messages=messages)
+            if self.store.get_meta(_snapshot_key(scope)) is not None:
+                self.store.set_meta(_snapshot_key(scope), "{}")
             self.store.forget_vectors(self.embedder.name,
                                       [content_hash(t, "passage") for t in texts if t])
         self.store.compact()
@@ -334,29 +343,54 @@ class Pipeline:
     # -- maintenance --------------------------------------------------------------------
     def maintain(self, scopes: Sequence[Scope], now: datetime) -> MaintenanceReport:
         """Decay (R3.8) and the per-user cap (R3.7) for each scope; idempotent."""
-        deactivated = reweighted = evicted = 0
+        totals = [0, 0, 0]
         changed: list[str] = []
         for scope in scopes:
             with self.store.transaction():
-                items = self.store.list_items(scope, Filters(), limit=10**9)
-                by_id = {i.id: i for i in items}
-                for new in decay(items, now, self.config.decay):
-                    old = by_id[new.id]
-                    op, reason = (("decay", str(new.metadata.get("decay", "")))
-                                  if new.status is not old.status else ("reweight", "never recalled"))
-                    by_id[new.id] = self.write(scope, new, old, op, "rule:decay", reason, now)
-                    deactivated += new.status is not old.status
-                    reweighted += new.status is old.status
-                    changed.append(new.id)
-                for item_id in evict(list(by_id.values()), self.config.max_items):
-                    old = by_id[item_id]
-                    new = old.evolve(status=Status.INACTIVE, updated_at=now,
-                                     metadata={**old.metadata, "decay": "evicted"})
-                    self.write(scope, new, old, "evict", "rule:evict",
-                               f"over the cap of {self.config.max_items}", now)
-                    evicted += 1
-                    changed.append(item_id)
-        return MaintenanceReport(len(scopes), deactivated, reweighted, evicted, tuple(changed))
+                counts, ids = self._maintain_scope(scope, now)
+            totals = [a + b for a, b in zip(totals, counts)]
+            changed += ids
+        return MaintenanceReport(len(scopes), *totals, changed_ids=tuple(changed))
+
+    def _maintain_scope(self, scope: Scope, now: datetime) -> tuple[tuple[int, int, int], list[str]]:
+        deactivated = reweighted = evicted = 0
+        changed: list[str] = []
+        items = self.store.list_items(scope, Filters(), limit=10**9)
+        by_id = {i.id: i for i in items}
+        for new in decay(items, now, self.config.decay):
+            old = by_id[new.id]
+            op, reason = (("decay", str(new.metadata.get("decay", "")))
+                          if new.status is not old.status else ("reweight", "never recalled"))
+            by_id[new.id] = self.write(scope, new, old, op, "rule:decay", reason, now)
+            deactivated += new.status is not old.status
+            reweighted += new.status is old.status
+            changed.append(new.id)
+        for item_id in evict(list(by_id.values()), self.config.max_items):
+            old = by_id[item_id]
+            new = old.evolve(status=Status.INACTIVE, updated_at=now,
+                             metadata={**old.metadata, "decay": "evicted"})
+            self.write(scope, new, old, "evict", "rule:evict",
+                       f"over the cap of {self.config.max_items}", now)
+            evicted += 1
+            changed.append(item_id)
+        return (deactivated, reweighted, evicted), changed
+
+    def run_maintain(self, job: Job) -> None:
+        """Apply one ``maintain`` job: decay and the cap for the job's user at the
+        payload's ``now`` (its enqueue time), in one transaction with ``finish_job``.
+        Running it again changes nothing: decay at the same instant is a fixed point."""
+        now = datetime.fromisoformat(job.payload["now"]) if job.payload.get("now") else utcnow()
+        with self.store.transaction():
+            counts, _ = self._maintain_scope(job.scope, now)
+            self.store.finish_job(job)
+        log.debug("job %s: maintain %s -> %s", job.id, job.scope, counts)
+
+    def run_profile(self, job: Job) -> None:
+        """Apply one ``profile`` job: re-aggregate the user's core profile and store the
+        snapshot :meth:`cached_profile` reads, with ``finish_job`` in one transaction."""
+        with self.store.transaction():
+            self.refresh_profile(job.scope)
+            self.store.finish_job(job)
 
     # -- core profile -------------------------------------------------------------------
     def profile(self, scope: Scope) -> Profile:
@@ -394,5 +428,27 @@ class Pipeline:
                 data[key] = list(value) if key in ("goals", "current", "preferences") else value
         self.store.add_profile_version(scope, ProfileVersion(len(versions) + 1, data, actor,
                                                              reason, utcnow()))
+        if self.store.get_meta(_snapshot_key(scope)) not in (None, "{}"):
+            return self.refresh_profile(scope)
         return self.profile(scope)
 
+    def refresh_profile(self, scope: Scope) -> Profile:
+        """Store the current profile as the user's snapshot (latest only, no history)."""
+        profile = self.profile(scope)
+        self.store.set_meta(_snapshot_key(scope), json.dumps(profile.to_dict(), ensure_ascii=False))
+        return profile
+
+    def cached_profile(self, scope: Scope) -> Profile | None:
+        """The snapshot the last refresh stored (None when there is none): one key
+        read instead of an aggregation over every item, for per-prompt injection."""
+        raw = self.store.get_meta(_snapshot_key(scope))
+        if not raw or raw == "{}":
+            return None
+        data = json.loads(raw)
+        return Profile(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()})
+
+
+def _snapshot_key(scope: Scope) -> str:
+    # hashed, so the key itself names no user once forget_user blanked the value
+    digest = hashlib.sha256(f"{scope.namespace}\x00{scope.user_id}".encode()).hexdigest()[:24]
+    return f"profile-snapshot:{digest}"
