@@ -56,6 +56,13 @@ SETTINGS: tuple[Setting, ...] = (
             "Comma-separated words that switch context() from light warm-up to deep recall"),
     Setting("extraction", "rules", str,
             "L3 extraction after add(): rules (offline, in a background job) or off"),
+    Setting("llm", "", str,
+            "LLM for extraction, conflict judgment and summaries: empty = offline rules only; "
+            "openai:MODEL or openai-compatible:URL#MODEL (see docs/providers.md)"),
+    Setting("llm_daily_budget", 0, int,
+            "LLM calls per user per UTC day (0 = unlimited); past it, rules only (recorded)"),
+    Setting("llm_timeout_s", 60.0, float, "Seconds an LLM call may take before it fails"),
+    Setting("llm_max_tokens", 512, int, "Most tokens an LLM answer may have"),
     Setting("worker", "thread", str,
             "Who runs background jobs: thread (inside Memory) or off (a `memstrata worker` "
             "process; flush() then runs them inline)"),
@@ -118,6 +125,10 @@ class Settings:
     session_window: int = 50
     trigger_words: str = "上次,我之前说过,我的习惯是,last time,as I said"
     extraction: str = "rules"
+    llm: str = ""
+    llm_daily_budget: int = 0
+    llm_timeout_s: float = 60.0
+    llm_max_tokens: int = 512
     worker: str = "thread"
     job_lease_s: float = 60.0
     job_max_attempts: int = 3

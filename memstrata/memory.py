@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from .assist import Assist, LLMSummariser, UsageReport, usage_report
 from .config import Settings
 from .errors import ConfigError, JobError, ValidationError
 from .jobs import UNFINISHED, Worker, wait_for
 from .layers.semantic.pipeline import MaintenanceReport, Pipeline, PipelineConfig
 from .layers.semantic.profile import Profile
 from .providers.embedders import Embedder, parse_embedder
+from .providers.llm import LLM, parse_provider
 from .retrieval.documents import item_texts, message_texts
 from .retrieval.scoring import ScoringPreset
 from .retrieval.search import Mode, Retriever, SearchResult, embed_cached
@@ -91,10 +93,12 @@ class Memory:
     """
 
     def __init__(self, store: "str | Store | None" = None, *,
-                 embedder: "str | Embedder | None" = None, **settings: Any) -> None:
+                 embedder: "str | Embedder | None" = None, llm: "str | LLM | None" = None,
+                 **settings: Any) -> None:
         self.settings = Settings.load(
             store=store if isinstance(store, str) else None,
-            embedder=embedder if isinstance(embedder, str) else None, **settings)
+            embedder=embedder if isinstance(embedder, str) else None,
+            llm=llm if isinstance(llm, str) else None, **settings)
         self.store = open_store(store if isinstance(store, Store) else self.settings.store)
         self.embedder = embedder if embedder is not None and not isinstance(embedder, str) \
             else parse_embedder(self.settings.embedder)
@@ -109,9 +113,12 @@ class Memory:
             self._session_manager = SessionManager(
                 open_session_store(s.sessions or None, self.store, window=s.session_window),
                 every_n=s.summary_every, idle=timedelta(minutes=s.session_idle_minutes))
+        self.llm, self.assist = self._open_llm(llm)
+        if self.assist is not None and self._session_manager is not None:
+            self._session_manager.summariser = LLMSummariser(self.assist)
 
         self.pipeline = Pipeline(self.store, self.embedder, self.retriever,
-                                 PipelineConfig.from_settings(s))
+                                 PipelineConfig.from_settings(s), assist=self.assist)
         if s.worker not in ("thread", "off"):
             raise ConfigError(f"worker must be 'thread' or 'off', not {s.worker!r}")
         if s.extraction not in ("rules", "off"):
@@ -120,8 +127,21 @@ class Memory:
                                           "maintain": self.pipeline.run_maintain,
                                           "profile": self.pipeline.run_profile},
                              lease_s=s.job_lease_s, max_attempts=s.job_max_attempts)
+        self.worker.handlers["summarise"] = self._run_summary
         if s.worker == "thread" and self.store.list_jobs(statuses=UNFINISHED, limit=1):
             self.worker.start()  # resume what a previous process left pending
+
+    def _open_llm(self, llm: "str | LLM | None") -> "tuple[LLM | None, Assist | None]":
+        s = self.settings
+        if llm is not None and not isinstance(llm, str):
+            self._owns_llm = False
+        elif s.llm:
+            llm = parse_provider(s.llm, timeout_s=s.llm_timeout_s)
+            self._owns_llm = True
+        else:
+            return None, None  # offline: not one LLM call
+        return llm, Assist(llm, self.store, daily_budget=s.llm_daily_budget,
+                           max_tokens=s.llm_max_tokens)
 
     def _check_embedder(self) -> None:
         recorded = self.store.get_meta("embedder")
@@ -135,6 +155,8 @@ class Memory:
     # -- lifecycle ---------------------------------------------------------------
     def close(self) -> None:
         self.worker.stop()
+        if self.llm is not None and self._owns_llm:
+            self.llm.close()  # type: ignore[attr-defined]
         if self._session_manager is not None:
             self._session_manager.sessions.close()
         self.store.close()
@@ -184,8 +206,10 @@ class Memory:
                    if extract and stored and not (manager and manager.sessions.hot_log) else None)
         if index:
             self._index_messages(scope, session_id, stored)
-        if manager is not None:
+        if manager is not None and self.assist is None:
             manager.summarise(scope, session_id)
+        elif manager is not None:  # an LLM summary: in the background, not in add()
+            job = self._enqueue_summary(scope, session_id) or job
         if job is not None and self.settings.worker == "thread":
             self.worker.start()
             self.worker.wake()
@@ -380,6 +404,33 @@ class Memory:
 
     wait = flush
 
+    def _enqueue_summary(self, scope: Scope, session_id: str) -> Job | None:
+        manager = self._sessions()
+        state = manager.sessions.load(scope, session_id)
+        if state.message_count - state.message_range_end < manager.every_n:
+            return None
+        pending = self.store.list_jobs(scope, statuses=UNFINISHED)
+        if any(j.kind == "summarise" and j.payload.get("session_id") == session_id
+               for j in pending):
+            return None
+        return self.store.enqueue_job(scope, "summarise", {"session_id": session_id})
+
+    def _run_summary(self, job: Job) -> None:
+        # Idempotent without a shared transaction: the step saves against the persisted
+        # message_range_end, so a rerun after a crash finds nothing due.
+        assert self.assist is not None
+        with self.assist.scoped(job.scope):
+            self._sessions().summarise(job.scope, job.payload["session_id"])
+        with self.store.transaction():
+            self.store.finish_job(job)
+
+    def usage(self, user_id: str | None = None, *, agent_id: str | None = None) -> UsageReport:
+        """LLM calls, tokens and latency per purpose (extract, conflict, summary), calls
+        the daily budget skipped, and item writes per path (rule, llm, api…) — for one
+        user or all. All zero offline: no LLM call is ever made without ``llm``."""
+        scopes = [self._scope(user_id, agent_id)] if user_id is not None else self.users()
+        return usage_report(self.store, scopes)
+
     def jobs(self, user_id: str | None = None, *, status: str | None = None,
              agent_id: str | None = None, limit: int = 1000) -> list[Job]:
         """Background jobs, oldest first (all users unless ``user_id``)."""
@@ -521,7 +572,11 @@ class Memory:
         """Close and archive a session now (a last summary step first); its summary and
         messages stay, but it no longer feeds new prompts until written to again."""
         scope = self._scope(user_id, agent_id)
-        state, handed = self._sessions().archive(scope, session_id)
+        if self.assist is not None:
+            with self.assist.scoped(scope):
+                state, handed = self._sessions().archive(scope, session_id)
+        else:
+            state, handed = self._sessions().archive(scope, session_id)
         self._after_archive(scope, session_id, handed)
         return state
 

@@ -15,7 +15,7 @@ def test_all_is_explicit_and_importable():
     public = {n for n in dir(memstrata) if not n.startswith("_")}
     # sub-packages and modules are importable but not re-exported names
     modules = {"errors", "types", "memory", "config", "retrieval", "stores", "providers", "layers",
-               "tokens", "prompts", "cli", "bench", "sessions", "jobs"}
+               "tokens", "prompts", "cli", "bench", "sessions", "jobs", "assist"}
     assert public - set(memstrata.__all__) - modules == set()
 
 

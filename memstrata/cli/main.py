@@ -241,6 +241,7 @@ def _register() -> None:
     from .transfer import export, restore
 
     cli.add_command(bench)
+    from .llm import llm, usage; cli.add_command(llm); cli.add_command(usage)
     from .maintain import maintain, worker; cli.add_command(worker); cli.add_command(maintain)
     cli.add_command(export)
     cli.add_command(restore)

@@ -17,11 +17,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..types import Filters, ItemVersion, Layer, MemoryItem, Message, Scope
+
+if TYPE_CHECKING:
+    from ..providers.llm import UsageRecord
 
 __all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "Job", "ProfileVersion"]
 
@@ -243,6 +246,20 @@ class Store(ABC):
     @abstractmethod
     def add_profile_version(self, scope: Scope, version: ProfileVersion) -> None:
         """Append a profile version; ConflictError if that version number exists."""
+
+    # -- LLM usage (memstrata.assist) ---------------------------------------------------
+    def record_llm_usage(self, scope: Scope, record: "UsageRecord") -> None:
+        """Persist one LLM call of the scope (or a skipped one: ``error="budget"``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not record LLM usage")
+
+    def llm_usage(self, scope: Scope, *, since: datetime | None = None) -> list["UsageRecord"]:
+        """The scope's LLM usage records, oldest first, from ``since`` on."""
+        raise NotImplementedError(f"{type(self).__name__} does not record LLM usage")
+
+    def version_actors(self, scope: Scope) -> dict[str, int]:
+        """How many version rows of the scope's items each actor wrote
+        (``rule:<id>``, ``llm:<model>``, ``api``, ``user``…)."""
+        raise NotImplementedError(f"{type(self).__name__} does not count version actors")
 
     # -- retrieval index ------------------------------------------------------------
     @abstractmethod

@@ -87,4 +87,13 @@ CREATE TABLE profile_versions (
     PRIMARY KEY (namespace, user_id, version)
 )
 """),
+    ("0003_llm_usage", """
+CREATE TABLE llm_usage (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    at REAL NOT NULL, model TEXT NOT NULL, purpose TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,
+    latency_s REAL NOT NULL DEFAULT 0, error TEXT
+);
+CREATE INDEX llm_usage_scope ON llm_usage (namespace, user_id, at)
+"""),
 ]

@@ -97,4 +97,14 @@ CREATE TABLE profile_versions (
     PRIMARY KEY (namespace, user_id, version)
 )
 """),
+    ("0003_llm_usage", """
+CREATE TABLE llm_usage (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id BIGINT GENERATED ALWAYS AS IDENTITY,
+    at TIMESTAMPTZ NOT NULL, model TEXT NOT NULL, purpose TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,
+    latency_s DOUBLE PRECISION NOT NULL DEFAULT 0, error TEXT,
+    PRIMARY KEY (namespace, user_id, id)
+);
+CREATE INDEX llm_usage_scope ON llm_usage (namespace, user_id, at)
+"""),
 ]

@@ -36,7 +36,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -447,7 +447,7 @@ class PostgresStore(Store):
                 ids = [r["id"] for r in self._x("SELECT id FROM docs WHERE namespace=%s AND "
                                                 "user_id=%s AND layer='semantic'", key)]
                 self._delete_docs(scope, ids)
-            for table in ("item_versions", "items", "jobs", "profile_versions"):
+            for table in ("item_versions", "items", "jobs", "profile_versions", "llm_usage"):
                 self._x(f"DELETE FROM {table} WHERE namespace=%s AND user_id=%s", key)
 
     def forget_vectors(self, model: str, hashes: Sequence[str]) -> None:
@@ -459,6 +459,27 @@ class PostgresStore(Store):
                 conn.execute("VACUUM")
         except psycopg.Error as exc:
             raise _explain(exc, self.url) from exc
+
+    # -- LLM usage --------------------------------------------------------------------
+    def record_llm_usage(self, scope: Scope, record: Any) -> None:
+        self._x("INSERT INTO llm_usage (namespace, user_id, at, model, purpose, prompt_tokens, "
+                "completion_tokens, latency_s, error) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                (scope.namespace, scope.user_id, record.at, record.model, record.purpose,
+                 record.prompt_tokens, record.completion_tokens, record.latency_s, record.error))
+
+    def llm_usage(self, scope: Scope, *, since: datetime | None = None) -> list[Any]:
+        from ..providers.llm import UsageRecord
+
+        rows = self._x("SELECT * FROM llm_usage WHERE namespace=%s AND user_id=%s AND at >= %s "
+                       "ORDER BY id", (scope.namespace, scope.user_id,
+                                       since or datetime(1970, 1, 1, tzinfo=timezone.utc)))
+        return [UsageRecord(r["at"], r["model"], r["purpose"], r["prompt_tokens"],
+                            r["completion_tokens"], r["latency_s"], r["error"]) for r in rows]
+
+    def version_actors(self, scope: Scope) -> dict[str, int]:
+        rows = self._x("SELECT actor, COUNT(*) AS n FROM item_versions WHERE namespace=%s AND "
+                       "user_id=%s GROUP BY actor", (scope.namespace, scope.user_id))
+        return {r["actor"]: int(r["n"]) for r in rows}
 
     # -- core profile -----------------------------------------------------------------
     def profile_versions(self, scope: Scope) -> list[ProfileVersion]:

@@ -417,7 +417,7 @@ class SQLiteStore(Store):
                 ids = [r[0] for r in self._x("SELECT id FROM docs WHERE namespace=? AND user_id=? "
                                              "AND layer='semantic'", key)]
                 self._delete_docs(scope, ids)
-            for table in ("item_versions", "items", "jobs", "profile_versions"):
+            for table in ("item_versions", "items", "jobs", "profile_versions", "llm_usage"):
                 self._x(f"DELETE FROM {table} WHERE namespace=? AND user_id=?", key)
             self._pending_dense.append((scope.key, "", "drop"))
             self._bump(scope)
@@ -456,6 +456,29 @@ class SQLiteStore(Store):
             except sqlite3.IntegrityError as exc:
                 raise ConflictError(f"profile version {version.version} of {scope.user_id!r} "
                                     "exists already; reload the profile and retry") from exc
+
+    # -- LLM usage --------------------------------------------------------------------
+    def record_llm_usage(self, scope: Scope, record: Any) -> None:
+        with self.transaction():
+            self._x("INSERT INTO llm_usage (namespace, user_id, at, model, purpose, prompt_tokens, "
+                    "completion_tokens, latency_s, error) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (scope.namespace, scope.user_id, record.at.timestamp(), record.model,
+                     record.purpose, record.prompt_tokens, record.completion_tokens,
+                     record.latency_s, record.error))
+
+    def llm_usage(self, scope: Scope, *, since: datetime | None = None) -> list[Any]:
+        from ..providers.llm import UsageRecord
+
+        rows = self._x("SELECT * FROM llm_usage WHERE namespace=? AND user_id=? AND at >= ? "
+                       "ORDER BY id", (scope.namespace, scope.user_id,
+                                       since.timestamp() if since else 0.0)).fetchall()
+        return [UsageRecord(from_timestamp(r["at"]), r["model"], r["purpose"], r["prompt_tokens"],
+                            r["completion_tokens"], r["latency_s"], r["error"]) for r in rows]
+
+    def version_actors(self, scope: Scope) -> dict[str, int]:
+        rows = self._x("SELECT actor, COUNT(*) FROM item_versions WHERE namespace=? AND user_id=? "
+                       "GROUP BY actor", (scope.namespace, scope.user_id)).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
 
     # -- index ----------------------------------------------------------------------
     def _bump(self, scope: Scope) -> None:

@@ -73,8 +73,9 @@ class Decision:
 
 
 #: An optional LLM judge for band cases: (candidate, existing) → "contradiction",
-#: "scenario", "duplicate" or "unrelated".
-Judge = Callable[[Candidate, MemoryItem], str]
+#: "scenario", "duplicate" or "unrelated"; None when it cannot tell (the LLM failed or
+#: the budget is spent), and the rules decide.
+Judge = Callable[[Candidate, MemoryItem], "str | None"]
 
 #: Attributes whose value is a free-text predicate: equal values are the same
 #: statement, different values are not a contradiction.
@@ -119,7 +120,7 @@ def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
     SUPERSEDE, or KEEP_BOTH tagged past/recent when the scenario differs (seed 001);
     a multi-valued attribute supersedes only the value the user said it replaces.
     Then similarity: above ``dedup_threshold`` → BOOST; in the conflict band, same kind
-    → ``judge`` if given, else a change marker or a flipped polarity → SUPERSEDE.
+    → ``judge`` if given, and when it has no verdict a change marker → SUPERSEDE.
     """
     active = sorted((n for n in neighbors if n.item.status is Status.ACTIVE),
                     key=lambda n: -n.similarity)
@@ -157,8 +158,9 @@ def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
             return _boost(candidate, best, "sim.dedup", config)
     if config.conflict_low < best.similarity <= config.dedup_threshold or (
             best.similarity > config.dedup_threshold):
-        if judge is not None:
-            return _judged(candidate, best, judge(candidate, best.item), config)
+        verdict = judge(candidate, best.item) if judge is not None else None
+        if verdict:
+            return _judged(candidate, best, verdict, config)
         if candidate.change and _overlap(candidate.content, best.item.content) >= config.min_overlap:
             return _supersede(best, "sim.change")
     return Decision(Action.ADD, reason="new")

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from .extract import Candidate, extract
 from .profile import Profile, aggregate
 
 __all__ = ["PipelineConfig", "Pipeline", "MaintenanceReport", "PROFILE_FIELDS"]
+
+if TYPE_CHECKING:
+    from memstrata.assist import Assist
 
 log = logging.getLogger("memstrata.pipeline")
 
@@ -104,11 +107,12 @@ class Pipeline:
     """Applies L3 decisions through a store, with one embedder for neighbours and index."""
 
     def __init__(self, store: Store, embedder: Embedder, retriever: Retriever,
-                 config: PipelineConfig = PipelineConfig()) -> None:
+                 config: PipelineConfig = PipelineConfig(), assist: "Assist | None" = None) -> None:
         self.store = store
         self.embedder = embedder
         self.retriever = retriever
         self.config = config
+        self.assist = assist  # the LLM path, when one is configured (memstrata.assist)
 
     # -- writing rows -------------------------------------------------------------------
     def index_item(self, scope: Scope, item: MemoryItem) -> None:
@@ -157,6 +161,11 @@ class Pipeline:
         candidates = [c for c in extract(messages, window=0)
                       if set(c.source_message_ids) & {m.id for m in own}
                       and not set(c.source_message_ids) & set(forgets)]
+        if self.assist is not None:  # one call for the job; the rules fill in
+            candidates = [c for c in self.assist.extract(
+                scope, messages, [m for m in own if m.id not in forgets], candidates)
+                if set(c.source_message_ids) & {m.id for m in own}
+                and not set(c.source_message_ids) & set(forgets)]
         screened = screen(candidates, self.config.credibility)
         if screened.session_only or screened.dropped:
             log.debug("job %s: %d session-only and %d dropped candidates not stored", job.id,
@@ -166,12 +175,14 @@ class Pipeline:
         probes = [item_texts(self._as_item(c, scope, now, sid))[3] for c in keep]
         vectors = embed_cached(self.store, self.embedder, probes) if probes else None
         forget_ids = self._forget_targets(scope, messages, forgets)
+        # band judgments before the transaction: no LLM call while holding the write lock
+        verdicts = self._prejudge(scope, keep, vectors) if self.assist is not None and keep else {}
         with self.store.transaction():
             hits = [self.store.vector_search(scope, vectors[i], _SEMANTIC, self.config.neighbours)
                     for i in range(len(keep))]
             if forget_ids:
                 self.forget(scope, forget_ids, messages=self.config.forget_messages)
-            self._apply(scope, keep, vectors, hits, set(forget_ids), job, now, sid)
+            self._apply(scope, keep, vectors, hits, set(forget_ids), job, now, sid, verdicts)
             self.store.finish_job(job)
 
     def _as_item(self, cand: Candidate, scope: Scope, now: datetime, sid: str) -> MemoryItem:
@@ -180,9 +191,40 @@ class Pipeline:
         return to_item(cand, id="probe", user_id=scope.user_id, now=now,
                        namespace=scope.namespace, session_id=sid)
 
+    def _prejudge(self, scope: Scope, cands: Sequence[Candidate],
+                  vectors: np.ndarray | None) -> dict[tuple[str, str, int], str]:
+        """LLM verdicts for the (candidate, neighbour) pairs ``decide`` will ask about:
+        a dry run of the decisions records the band cases, then one call each."""
+        assert self.assist is not None and vectors is not None
+        asked: list[tuple[Candidate, MemoryItem]] = []
+
+        def record(cand: Candidate, item: MemoryItem) -> None:
+            asked.append((cand, item))
+
+        for i, cand in enumerate(cands):
+            neighbours = []
+            for item_id, cos in self.store.vector_search(scope, vectors[i], _SEMANTIC,
+                                                         self.config.neighbours):
+                try:
+                    neighbours.append(Neighbor(self.store.get_item(scope, item_id), cos))
+                except NotFoundError:
+                    pass
+            decide(cand, neighbours, self.config.decide, judge=record)
+        judge = self.assist.judge(scope)
+        out = {}
+        for cand, item in asked:
+            verdict = judge(cand, item)
+            if verdict:
+                out[(cand.content, item.id, item.version)] = verdict
+        return out
+
     def _apply(self, scope: Scope, cands: Sequence[Candidate], vectors: np.ndarray | None,
                hits: Sequence[list[tuple[str, float]]], gone: set[str], job: Job,
-               now: datetime, sid: str) -> None:
+               now: datetime, sid: str, verdicts: dict[tuple[str, str, int], str] | None = None,
+               ) -> None:
+        def judge(cand: Candidate, item: MemoryItem) -> str | None:
+            return (verdicts or {}).get((cand.content, item.id, item.version))
+
         state: dict[str, MemoryItem] = {}
         for item_id in sorted({i for h in hits for i, _ in h} - gone):
             try:
@@ -195,13 +237,18 @@ class Pipeline:
             near = {item_id: cos for item_id, cos in hits[i] if item_id in state}
             near.update({item_id: float(vectors[i] @ vec) for item_id, vec in fresh})
             neighbours = [Neighbor(state[item_id], cos) for item_id, cos in near.items()]
-            decision = decide(cand, neighbours, self.config.decide)
+            decision = decide(cand, neighbours, self.config.decide, judge=judge if verdicts else None)
             existing = state.get(decision.target_id) if decision.target_id else None
             rows = apply_decision(decision, cand, existing, id=new_id("mem"), user_id=scope.user_id,
                                   now=now, namespace=scope.namespace, session_id=sid)
-            actor = f"rule:{cand.rule}" if cand.rule else "rule:extract"
+            if cand.rule.startswith("llm:"):
+                actor = cand.rule
+            elif decision.reason == "llm" and self.assist is not None:
+                actor = self.assist.source  # a rule candidate, an LLM verdict
+            else:
+                actor = f"rule:{cand.rule or 'extract'}"
             for row in rows:
-                row = row.evolve(metadata={**row.metadata, "job": job.id})
+                row = row.evolve(metadata={**row.metadata, "job": job.id, "source": actor})
                 old = existing if existing is not None and row.id == existing.id else None
                 op = _OPS[decision.action] if old is not None else "create"
                 state[row.id] = self.write(scope, row, old, op, actor, decision.reason, now)

@@ -1,0 +1,135 @@
+"""What an LLM's extraction answer may add to memory, decided by pure functions.
+
+The LLM path never writes on its own authority. Items that passed schema validation
+(:data:`memstrata.prompts.EXTRACTION_SCHEMA`: kinds from the enum, numbers clamped) must
+also be *grounded*: most of their words — or their value — appear in one of the user's
+own turns of this job. That turn becomes the item's source and its sentence the
+evidence the credibility screen reads, so "I'm from Mars, haha" is screened out whatever
+the model made of it, a copy of the prompt's example is rejected, and an item read from
+an earlier turn (already applied by an earlier job) is left alone.
+
+:func:`merge_candidates` then lets the rules fill in what the LLM cannot be trusted
+with: when a rule read the same statement, the LLM item keeps its wording and scores
+but takes the rule's kind and slots (attribute, value, polarity, change markers), the
+vocabulary the conflict rules in :mod:`.decide` compare. Rule candidates no LLM item
+covers are added as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from memstrata.providers.structured import Rejection
+from memstrata.types import Kind, Message, Role
+
+from .extract import Candidate, detect_lang, normalise_value
+
+__all__ = ["RELATIONS", "llm_candidates", "merge_candidates", "grounding"]
+
+#: CONFLICT_SCHEMA relations → the verdicts :func:`.decide.decide`'s judge speaks.
+RELATIONS = {"contradiction": "contradiction", "same": "duplicate",
+             "scenario_differs": "scenario", "unrelated": "unrelated"}
+
+_STOP = frozenset({"user", "the", "a", "an", "is", "are", "to", "of", "and", "i", "my", "me",
+                   "in", "on", "at", "for", "with", "that", "this", "it", "be", "has", "have",
+                   "用", "户", "的", "是", "了", "我", "在"})
+_SELF = frozenset({"user", "the user", "i", "me", "用户", "我", ""})
+_SENTENCES = re.compile(r"(?<=[.!?。！？；;\n])\s*")
+_MIN_GROUNDING = 0.5
+_MIN_GROUNDING_WITH_VALUE = 0.34
+
+
+def _words(text: str) -> set[str]:
+    out = set()
+    for w in re.findall(r"[a-z0-9+#]+|[\u4e00-\u9fff]", (text or "").casefold()):
+        out.add(w[:-1] if len(w) > 3 and w.endswith("s") else w)
+    return out - _STOP
+
+
+def grounding(item: Mapping[str, Any], text: str) -> float:
+    """How well ``text`` supports an extracted item, in [0, 1]: the share of the item's
+    content words found in it, with a lower bar when the item's value is quoted."""
+    words = _words(str(item.get("content") or ""))
+    if not words:
+        return 0.0
+    share = len(words & _words(text)) / len(words)
+    value = str(item.get("value") or "").strip().casefold()
+    quoted = len(value) >= 2 and value in (text or "").casefold()
+    return share if share >= (_MIN_GROUNDING_WITH_VALUE if quoted else _MIN_GROUNDING) else 0.0
+
+
+def _best_sentence(item: Mapping[str, Any], text: str) -> str:
+    sentences = [s for s in _SENTENCES.split(text) if s.strip()] or [text]
+    words = _words(str(item.get("content") or ""))
+    return max(sentences, key=lambda s: len(words & _words(s))).strip()
+
+
+def llm_candidates(items: Iterable[Mapping[str, Any]], messages: Sequence[Message], *,
+                   own_ids: Iterable[str], source: str) -> tuple[list[Candidate], list[Rejection]]:
+    """Candidates from validated extraction items, and the items rejected (with why).
+
+    ``messages`` are the turns the model saw; ``own_ids`` those of the job's own turns.
+    ``source`` (``"llm:<model>"``) becomes each candidate's ``rule``.
+    """
+    own = set(own_ids)
+    users = [m for m in messages if m.role is Role.USER and m.content]
+    out: list[Candidate] = []
+    rejected: list[Rejection] = []
+    for item in items:
+        scored = [(grounding(item, m.content or ""), m) for m in users]
+        score, best = max(scored, key=lambda p: p[0], default=(0.0, None))
+        if best is None or score <= 0.0:
+            rejected.append(Rejection(dict(item), "ungrounded: no user turn says this"))
+            continue
+        if best.id not in own:
+            rejected.append(Rejection(dict(item), "from an earlier turn (an earlier job's)"))
+            continue
+        subject = str(item.get("subject") or "").strip().casefold()
+        content = str(item["content"]).strip()
+        out.append(Candidate(
+            kind=Kind(item["kind"]), content=content,
+            subject="user" if subject in _SELF else subject,
+            attribute=(str(item.get("attribute") or "").strip().casefold() or None),
+            value=(str(item.get("value") or "").strip() or None),
+            confidence=float(item.get("confidence", 0.8)),
+            importance=float(item.get("importance", 0.5)),
+            source_message_ids=(best.id,), rule=source, lang=detect_lang(content),
+            evidence=_best_sentence(item, best.content or ""), context=best.content or ""))
+    return out, rejected
+
+
+def _covers(llm: Candidate, rule: Candidate) -> bool:
+    if not set(llm.source_message_ids) & set(rule.source_message_ids):
+        return False
+    value = normalise_value(rule.value)
+    if value and (normalise_value(llm.value) == value or value in llm.content.casefold()):
+        return True
+    words = _words(rule.content)
+    return bool(words) and len(words & _words(llm.content)) / len(words) >= 0.5
+
+
+def merge_candidates(llm: Sequence[Candidate], rules: Sequence[Candidate]) -> list[Candidate]:
+    """LLM candidates first, with the slots of the rule candidate that read the same
+    statement; then the rule candidates no LLM candidate covers. An LLM candidate that
+    repeats one already taken (small models repeat themselves) is dropped."""
+    out: list[Candidate] = []
+    used: set[int] = set()
+    seen: set[str] = set()
+    for cand in llm:
+        key = cand.content.casefold()
+        match = next((i for i, r in enumerate(rules) if _covers(cand, r)), None)
+        if key in seen or (match is not None and match in used):
+            continue
+        seen.add(key)
+        if match is not None:
+            used.add(match)
+            r = rules[match]
+            cand = replace(cand, kind=r.kind, subject=r.subject, attribute=r.attribute,
+                           value=r.value, polarity=r.polarity, time=r.time, change=r.change,
+                           replaces=r.replaces, scenario=r.scenario, evidence=r.evidence,
+                           context=r.context)
+        out.append(cand)
+    return out + [r for i, r in enumerate(rules) if i not in used]
