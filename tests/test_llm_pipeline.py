@@ -218,6 +218,37 @@ def test_provider_string_setting_and_a_dead_server_fall_back_to_rules(script) ->
         assert report.calls["extract"].failures == 1
 
 
+class BandEmbedder:
+    """Texts about Friday and about Monday sit at cosine 0.8: inside the conflict band."""
+
+    name, dim = "band-test", 3
+
+    def embed(self, texts, *, kind="passage"):
+        import numpy as np
+
+        rows = [[0.8, 0.6, 0.0] if "monday" in t.lower() else [1.0, 0.0, 0.0] if "friday"
+                in t.lower() else [0.0, 0.0, 1.0] for t in texts]
+        return np.asarray(rows, dtype=np.float32)
+
+
+def test_a_conflict_call_only_in_the_band_and_its_verdict_supersedes(server, script) -> None:
+    script["extract"] = [
+        (200, _items({"kind": "fact", "content": "User's team ships releases every Friday"})),
+        (200, _items({"kind": "fact", "content": "User's team releases on Monday"})),
+        (200, _items({"kind": "fact", "content": "User's office has a red door"}))]
+    script["conflict"] = [(200, '```json\n{"relation": "contradiction", "confidence": 1e15}\n```')]
+    llm = parse_provider(server, max_retries=0, timeout_s=10)
+    with Memory("memory://", embedder=BandEmbedder(), llm=llm, worker="off") as memory:
+        say(memory, "u-band", "s1", "Our team ships releases every Friday.")
+        say(memory, "u-band", "s2", "Our team releases on Monday.", "Our office has a red door.")
+        assert Scripted.calls.count("conflict") == 1  # the door is nowhere near the band
+        [monday] = [i for i in memory.list("u-band") if "Monday" in i.content]
+        assert monday.version == 2 and monday.supersedes
+        last = memory.history(monday.supersedes, "u-band")[-1]
+        assert (last.op, last.actor, last.reason) == ("supersede", "llm:scripted", "llm")
+        assert memory.usage("u-band").calls["conflict"].calls == 1
+
+
 # -- pure parts --------------------------------------------------------------------------
 
 def _msg(text: str, mid: str = "m1") -> Message:
