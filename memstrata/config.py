@@ -39,10 +39,13 @@ SETTINGS: tuple[Setting, ...] = (
             "Scoring preset: balanced (0.6/0.3/0.1), fresh (0.4/0.3/0.3), decay, support, relevance"),
     Setting("candidates", 50, int, "Candidates taken from each of the dense and lexical lists"),
     Setting("fusion", "weighted", str, "Fusion of dense and lexical lists: weighted or rrf"),
-    Setting("dense_weight", 0.35, float, "Weight of the dense list in fusion"),
-    Setting("lexical_weight", 0.65, float, "Weight of the lexical (BM25) list in fusion"),
-    Setting("context_weight", 0.3, float,
-            "BM25 weight of a turn's context (neighbouring turns, date) against its own text"),
+    Setting("dense_weight", 0.43, float, "Weight of the dense list in fusion"),
+    Setting("lexical_weight", 0.57, float, "Weight of the lexical (BM25) list in fusion"),
+    Setting("body_weight", 3.0, float, "BM25 weight of a document's own text"),
+    Setting("context_weight", 0.5, float,
+            "BM25 weight of a turn's context field (neighbouring turns, date; see docs/retrieval.md)"),
+    Setting("speaker_boost", 0.1, float,
+            "Score boost for turns by the one speaker a query names (0 turns it off)"),
     Setting("query_turns", 3, int, "Recent turns added to the query besides the current message"),
     Setting("embed_batch", 32, int, "Texts per embedding call during imports"),
     Setting("sessions", "", str,
@@ -114,9 +117,11 @@ class Settings:
     scoring: str = "balanced"
     candidates: int = 50
     fusion: str = "weighted"
-    dense_weight: float = 0.35
-    lexical_weight: float = 0.65
-    context_weight: float = 0.3
+    dense_weight: float = 0.43
+    lexical_weight: float = 0.57
+    body_weight: float = 3.0
+    context_weight: float = 0.5
+    speaker_boost: float = 0.1
     query_turns: int = 3
     embed_batch: int = 32
     sessions: str = ""

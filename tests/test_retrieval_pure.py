@@ -103,7 +103,24 @@ def test_query_is_built_from_current_and_recent_turns():
     assert dense.endswith("what about the hike?")
 
 
-def test_date_words_are_bilingual():
-    words = date_words(datetime(2023, 5, 8, tzinfo=timezone.utc))
-    assert "8 May 2023" in words and "2023年5月8日" in words
-    assert tokenize(words).split()[:3] == ["8", "may", "2023"]
+def test_date_words_in_either_language():
+    when = datetime(2023, 5, 8, tzinfo=timezone.utc)
+    assert date_words(when) == "8 May 2023"
+    assert date_words(when, chinese=True) == "2023年5月8日"
+    assert tokenize(date_words(when)).split() == ["8", "may", "2023"]
+
+
+def test_turn_fields_are_weighted_by_repetition_and_dense_text_looks_back():
+    from memstrata.retrieval.documents import REPEAT, window_texts
+    from memstrata.types import Message, Role
+
+    turns = [Message(Role.USER, text, NOW, id=str(i)) for i, text in
+             enumerate(["alpha", "bravo", "charlie", "delta", "echo"])]
+    display, body, context, dense = window_texts(turns, 2)
+    assert display == "charlie" and body == "charli"
+    words = context.split()
+    assert words.count("bravo") == REPEAT["prev1"] and words.count("alpha") == REPEAT["prev2"]
+    assert words.count("delta") == REPEAT["next1"] and words.count("echo") == REPEAT["next2"]
+    assert words.count("2026") == REPEAT["date"]
+    assert dense == "bravo\ncharlie"
+    assert window_texts(turns, 0)[3] == "alpha"

@@ -1,8 +1,8 @@
 """What gets indexed for a turn or a memory item, and how a query is built (pure).
 
 A raw turn is indexed with two lexical fields: its own text (speaker name included) and
-its context — the previous and next turns of the same session and the session's date —
-weighted lower at search time. Context is what lets "when did Caroline go to the
+its context — the two previous and two next turns of the same session and the day it
+was said — weighted lower at search time. Context is what lets "when did Caroline go to the
 support group?" find the turn that only says "I went yesterday": the date and the
 neighbouring turns carry the words the turn itself lacks.
 """
@@ -13,27 +13,68 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..types import MemoryItem, Message, Role
-from .text import tokenize
+from .text import is_cjk_text, tokenize
 
-__all__ = ["date_words", "message_texts", "item_texts", "build_query"]
+__all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "item_texts", "build_query",
+           "BODY_WEIGHT", "CONTEXT_WEIGHT"]
 
 _MONTHS = ("January February March April May June July August September October "
            "November December").split()
 
 
-def date_words(when: datetime) -> str:
-    """A date in words both languages match: '8 May 2023 2023年5月8日'."""
-    return f"{when.day} {_MONTHS[when.month - 1]} {when.year} {when.year}年{when.month}月{when.day}日"
+def date_words(when: datetime, chinese: bool = False) -> str:
+    """The day a turn was said, in words a question uses: '8 May 2023' or '2023年5月8日'."""
+    if chinese:
+        return f"{when.year}年{when.month}月{when.day}日"
+    return f"{when.day} {_MONTHS[when.month - 1]} {when.year}"
 
 
-def message_texts(message: Message, previous: Message | None,
-                  following: Message | None) -> tuple[str, str, str, str]:
-    """``(display, body_tokens, context_tokens, dense_text)`` for one raw turn."""
+# FTS5-style field weights for a turn (LoCoMo dev, leave-one-conversation-out stable):
+# own text 3, previous turn 1.5, the one before 1, next two turns 0.5 each, date 2.
+# The store scores two fields, body and context; the context field holds each
+# neighbour repeated so that REPEAT × CONTEXT_WEIGHT gives its weight.
+BODY_WEIGHT = 3.0
+CONTEXT_WEIGHT = 0.5
+REPEAT = {"prev1": 3, "prev2": 2, "next1": 1, "next2": 1, "date": 4}
+
+
+def _turns(messages: Sequence[Message]) -> list[Message]:
+    return [m for m in messages if m.role is not Role.SYSTEM]
+
+
+def message_texts(message: Message, before: Sequence[Message] = (),
+                  after: Sequence[Message] = ()) -> tuple[str, str, str, str]:
+    """``(display, body_tokens, context_tokens, dense_text)`` for one raw turn.
+
+    ``before``/``after`` are the turns around it in its session (oldest first); up to
+    two on each side are used. The dense text is the previous turn and this one: it
+    only looks back, so a turn's vector is final when the turn is stored.
+    """
     display = message.text
-    body = tokenize(display + " " + " ".join(str(v) for v in message.metadata.get("index_extra", ())))
-    around = [m.text for m in (previous, following) if m is not None and m.role is not Role.SYSTEM]
-    context = tokenize(" ".join(around) + " " + date_words(message.created_at))
-    return display, body, context, display
+    extra = " ".join(str(v) for v in message.metadata.get("index_extra", ()))
+    body = tokenize(f"{display} {extra}")
+    prior, later = _turns(before)[-2:], _turns(after)[:2]
+    fields = {"prev1": prior[-1] if prior else None, "prev2": prior[-2] if len(prior) > 1 else None,
+              "next1": later[0] if later else None, "next2": later[1] if len(later) > 1 else None}
+    parts = []
+    for name, turn in fields.items():
+        if turn is not None:
+            parts += [tokenize(turn.text)] * REPEAT[name]
+    parts += [tokenize(date_words(message.created_at, is_cjk_text(display)))] * REPEAT["date"]
+    context = " ".join(p for p in parts if p)
+    dense = f"{prior[-1].text}\n{display}" if prior else display
+    return display, body, context, dense
+
+
+def speaker_tags(message: Message) -> tuple[str, ...]:
+    """Tags of a turn's index document: ``speaker:<name>`` when the message has a name
+    (filterable with ``tags=["speaker:Caroline"]``, and used by the speaker boost)."""
+    return (f"speaker:{message.name}",) if message.name else ()
+
+
+def window_texts(turns: Sequence[Message], index: int) -> tuple[str, str, str, str]:
+    """:func:`message_texts` for ``turns[index]`` with its neighbours in ``turns``."""
+    return message_texts(turns[index], turns[max(0, index - 2):index], turns[index + 1:index + 3])
 
 
 def item_texts(item: MemoryItem) -> tuple[str, str, str, str]:

@@ -9,7 +9,8 @@ of both lists (R5.6).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -17,7 +18,7 @@ from typing import Literal
 import numpy as np
 
 from ..providers.embedders import Embedder, content_hash
-from ..stores.base import Store
+from ..stores.base import DocInfo, Store
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, utcnow
 from .documents import build_query
 from .fusion import fuse
@@ -63,8 +64,9 @@ class Retriever:
     """Hybrid search over one store with one embedder."""
 
     def __init__(self, store: Store, embedder: Embedder, *, candidates: int = 50,
-                 fusion: str = "weighted", dense_weight: float = 0.35,
-                 lexical_weight: float = 0.65, context_weight: float = 0.3,
+                 fusion: str = "weighted", dense_weight: float = 0.43,
+                 lexical_weight: float = 0.57, context_weight: float = 0.5,
+                 body_weight: float = 3.0, speaker_boost: float = 0.1,
                  query_turns: int = 3) -> None:
         self.store = store
         self.embedder = embedder
@@ -73,7 +75,20 @@ class Retriever:
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
         self.context_weight = context_weight
+        self.body_weight = body_weight
+        self.speaker_boost = speaker_boost
         self.query_turns = query_turns
+
+    def _named_speaker(self, query: str, infos: "Iterable[DocInfo]") -> str | None:
+        """The speaker tag to boost when the query names exactly one of the speakers
+        among the candidates ("What did Caroline say…" → Caroline's turns)."""
+        if not self.speaker_boost:
+            return None
+        speakers = {t for info in infos for t in info.tags if t.startswith("speaker:")}
+        lowered = query.lower()
+        named = [t for t in speakers
+                 if re.search(rf"(?<!\w){re.escape(t[8:].lower())}(?!\w)", lowered)]
+        return named[0] if len(named) == 1 else None
 
     def search(self, scope: Scope, query: str, *, k: int = 10, filters: Filters | None = None,
                recent: Sequence[str] = (), preset: "str | ScoringPreset" = "balanced",
@@ -85,7 +100,8 @@ class Retriever:
         lexical_query, dense_text = build_query(query, recent, self.query_turns)
         limit = max(self.candidates, k)
         lexical = (self.store.lexical_search(scope, lexical_query, filters, limit,
-                                             context_weight=self.context_weight)
+                                             context_weight=self.context_weight,
+                                             body_weight=self.body_weight)
                    if mode != "dense" else [])
         dense: list[tuple[str, float]] = []
         if mode != "lexical":
@@ -95,6 +111,7 @@ class Retriever:
         fused = fuse(dense, lexical, method=self.fusion, dense_weight=self.dense_weight,
                      lexical_weight=self.lexical_weight)
         infos = self.store.doc_info(scope, [f.id for f in fused])
+        boosted = self._named_speaker(query, infos.values())
         scored = []
         for f in fused:
             info = infos.get(f.id)
@@ -102,10 +119,12 @@ class Retriever:
                 continue
             score, fresh, layer_weight = final_score(f.similarity, info.created_at, info.importance,
                                                      info.layer.value, now, scoring)
+            boost = 1.0 + self.speaker_boost if boosted and boosted in info.tags else 1.0
+            score *= boost
             parts = ScoreParts(similarity=f.similarity, dense=f.dense, lexical=f.lexical,
                                recency=fresh, importance=info.importance, layer_weight=layer_weight,
                                dense_rank=f.dense_rank, lexical_rank=f.lexical_rank,
-                               preset=scoring.name)
+                               preset=scoring.name, boost=boost)
             scored.append(SearchHit(id=info.id, layer=info.layer, text=info.text, score=score,
                                     parts=parts, created_at=info.created_at,
                                     session_id=info.session_id,

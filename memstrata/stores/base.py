@@ -63,6 +63,7 @@ class DocInfo:
     kind: str | None
     status: str | None
     importance: float
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,8 +269,13 @@ class Store(ABC):
 
     @abstractmethod
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
-                       context_weight: float = 0.3) -> list[tuple[str, float]]:
-        """BM25 over analysed ``query`` tokens; (doc id, score) best first, score > 0."""
+                       context_weight: float = 0.3,
+                       body_weight: float = 1.0) -> list[tuple[str, float]]:
+        """BM25 over analysed ``query`` tokens; (doc id, score) best first, score > 0.
+
+        FTS5's ``bm25()`` with field weights: a term's frequency in a document is
+        ``body_weight·tf(body) + context_weight·tf(context)``, saturated once with the
+        document's whole length."""
 
     @abstractmethod
     def vector_search(self, scope: Scope, vector: np.ndarray, filters: Filters,

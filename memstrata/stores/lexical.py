@@ -10,7 +10,7 @@ The formula is FTS5's ``bm25()`` with per-field weights — the PostgreSQL backe
 the same — with statistics taken per scope (user), so one user's ranking never depends
 on another user's data::
 
-    freq  = tf(body) + context_weight · tf(context)
+    freq  = body_weight · tf(body) + context_weight · tf(context)
     idf   = ln((N − n + 0.5) / (n + 0.5)), floored at 1e-6
     score = Σ_terms idf · freq · (k1 + 1) / (freq + k1 · (1 − b + b · |D| / avg|D|))
 
@@ -117,7 +117,7 @@ class LexicalIndex:
         return frozen
 
     def search(self, terms: list[str], limit: int, *, context_weight: float = 0.3,
-               allowed: set[str] | None = None) -> list[tuple[str, float]]:
+               body_weight: float = 1.0, allowed: set[str] | None = None) -> list[tuple[str, float]]:
         """Top ``limit`` (doc id, score > 0), best first; ties by insertion order.
 
         ``allowed`` (ids, possibly hidden ones) replaces the default visibility mask.
@@ -142,7 +142,7 @@ class LexicalIndex:
             idf = math.log((self._count - n + 0.5) / (n + 0.5))
             if idf <= 0:
                 idf = 1e-6
-            freq = tf_body + context_weight * tf_context
+            freq = body_weight * tf_body + context_weight * tf_context
             hit = freq > 0
             rows, freq = rows[hit], freq[hit]
             norm = K1 * (1 - B + B * length[rows] / average)

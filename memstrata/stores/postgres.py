@@ -19,7 +19,7 @@ of each document and, per scope, the number of documents and their total length.
 search computes exactly the formula of SQLite FTS5's ``bm25()`` (k1 = 1.2, b = 0.75)::
 
     score(D) = Σ_t idf(t) · f·(k1+1) / (f + k1·(1 − b + b·|D|/avgdl))
-    f = tf_body + context_weight · tf_context
+    f = body_weight · tf_body + context_weight · tf_context
     idf(t) = max(ln((N − n_t + 0.5) / (n_t + 0.5)), 1e-6)
 
 with |D| counting, as FTS5 does, one extra token for the scope column. One difference:
@@ -501,7 +501,6 @@ class PostgresStore(Store):
                                     "exists already; reload the profile and retry") from exc.__cause__
             raise
 
-
     # -- index ----------------------------------------------------------------------
     def index(self, scope: Scope, docs: Sequence[IndexDoc]) -> None:
         if not docs:
@@ -612,12 +611,13 @@ class PostgresStore(Store):
         return "".join(f" AND {w}" for w in where), params
 
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
-                       context_weight: float = 0.3) -> list[tuple[str, float]]:
+                       context_weight: float = 0.3,
+                       body_weight: float = 1.0) -> list[tuple[str, float]]:
         terms = sorted(set(_terms(query)))
         if not terms or limit <= 0:
             return []
         extra, params = self._filter_sql(filters)
-        f = "(p.tf_body + %(w)s * p.tf_context)"
+        f = "(%(bw)s * p.tf_body + %(w)s * p.tf_context)"
         sql = (
             "WITH st AS (SELECT n_docs::float8 AS n, total_len::float8 / GREATEST(n_docs, 1) AS avgdl "
             "FROM scope_stats WHERE namespace=%(ns)s AND user_id=%(uid)s), "
@@ -632,7 +632,8 @@ class PostgresStore(Store):
             f"d.namespace=%(ns)s AND d.user_id=%(uid)s{extra} GROUP BY d.id, d.seq "
             "ORDER BY score DESC, d.seq LIMIT %(limit)s")
         rows = self._x(sql, {"ns": scope.namespace, "uid": scope.user_id, "terms": terms,
-                             "w": float(context_weight), "limit": limit, **params})
+                             "w": float(context_weight), "bw": float(body_weight), "limit": limit,
+                             **params})
         return [(r["id"], float(r["score"])) for r in rows if r["score"] > 0]
 
     def vector_search(self, scope: Scope, vector: np.ndarray, filters: Filters,
@@ -660,12 +661,13 @@ class PostgresStore(Store):
         return [(r["id"], float(r["cos"])) for r in self._x(exact, params)]
 
     def doc_info(self, scope: Scope, ids: Sequence[str]) -> dict[str, DocInfo]:
-        rows = self._x("SELECT id, layer, text, created_at, session_id, kind, status, importance "
+        rows = self._x("SELECT id, layer, text, created_at, session_id, kind, status, importance, tags "
                        "FROM docs WHERE namespace=%s AND user_id=%s AND id = ANY(%s)",
                        (scope.namespace, scope.user_id, list(ids)))
         return {r["id"]: DocInfo(r["id"], Layer(r["layer"]), r["text"], r["created_at"],
                                  r["session_id"], r["kind"], r["status"],
-                                 r["importance"] if r["importance"] is not None else 0.5)
+                                 r["importance"] if r["importance"] is not None else 0.5,
+                                 tuple(r["tags"] or ()))
                 for r in rows}
 
     # -- embedding cache and meta (store-wide) ---------------------------------------

@@ -635,13 +635,15 @@ class SQLiteStore(Store):
         return where, params
 
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
-                       context_weight: float = 0.3) -> list[tuple[str, float]]:
+                       context_weight: float = 0.3,
+                       body_weight: float = 1.0) -> list[tuple[str, float]]:
         terms = query.split()
         if not terms:
             return []
         with self._lock:
             mirror = self._mirror_for(scope)
             return mirror.lexical.search(terms, limit, context_weight=context_weight,
+                                         body_weight=body_weight,
                                          allowed=self._allowed(scope, filters))
 
     def vector_search(self, scope: Scope, vector: np.ndarray, filters: Filters,
@@ -657,13 +659,14 @@ class SQLiteStore(Store):
         ids = list(ids)
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
-            rows = self._x(f"SELECT id, layer, text, created_at, session_id, kind, status, importance "
-                           f"FROM docs WHERE namespace=? AND user_id=? AND id IN "
+            rows = self._x(f"SELECT id, layer, text, created_at, session_id, kind, status, importance, "
+                           f"tags FROM docs WHERE namespace=? AND user_id=? AND id IN "
                            f"({','.join('?' * len(chunk))})",
                            (scope.namespace, scope.user_id, *chunk)).fetchall()
             for r in rows:
                 out[r[0]] = DocInfo(r[0], Layer(r[1]), r[2], from_timestamp(r[3]), r[4], r[5], r[6],
-                                    r[7] if r[7] is not None else 0.5)
+                                    r[7] if r[7] is not None else 0.5,
+                                    tuple(json.loads(r[8])) if r[8] else ())
         return out
 
     # -- embedding cache ------------------------------------------------------------

@@ -29,7 +29,7 @@ import numpy as np
 
 from memstrata.errors import NotFoundError, ValidationError
 from memstrata.providers.embedders import Embedder, content_hash
-from memstrata.retrieval.documents import item_texts, message_texts
+from memstrata.retrieval.documents import item_texts, window_texts
 from memstrata.retrieval.search import Retriever, embed_cached
 from memstrata.stores.base import IndexDoc, Job, ProfileVersion, Store
 from memstrata.types import (Filters, ItemVersion, Layer, MemoryItem, Message, Role, Scope,
@@ -321,8 +321,7 @@ class Pipeline:
             kept = [m for m in self.store.get_messages(scope, session_id) if m.role is not Role.SYSTEM]
             docs = []
             for i, m in enumerate(kept):
-                display, body, context, _ = message_texts(m, kept[i - 1] if i else None,
-                                                          kept[i + 1] if i + 1 < len(kept) else None)
+                display, body, context, _ = window_texts(kept, i)
                 docs.append(IndexDoc(id=m.id, layer=Layer.EPISODIC, text=display, body=body,
                                      context=context, created_at=m.created_at, session_id=session_id))
             self.store.index(scope, docs)
