@@ -145,3 +145,27 @@ def embedders(data, memdaily, specs, limit, json_out) -> None:
 from .extraction import extraction  # noqa: E402  (its own module, registered here)
 
 bench.add_command(extraction)
+
+
+@bench.command()
+@click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--dedup", default=0.92, show_default=True, help="dedup_threshold to evaluate.")
+@click.option("--conflict-low", default=0.70, show_default=True, help="conflict_low to evaluate.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def calibration(embedder, dedup, conflict_low, json_out) -> None:
+    """Cosine bands of duplicate, same-slot-conflict and unrelated statement pairs
+    (English, Chinese, across) for the dedup/conflict thresholds."""
+    from ..bench.calibration import run_calibration
+
+    report = run_calibration(embedder, dedup=dedup, conflict_low=conflict_low)
+    click.echo(f"embedder {report['embedder']}; dedup {dedup}, conflict_low {conflict_low}")
+    click.echo("| pairs | group | n | min | p10 | median | p90 | max |\n|---|---|---|---|---|---|---|---|")
+    for category, groups in report["bands"].items():
+        for group, b in groups.items():
+            click.echo(f"| {category} | {group} | {b['n']} | {b['min']:.3f} | {b['p10']:.3f} | "
+                       f"{b['median']:.3f} | {b['p90']:.3f} | {b['max']:.3f} |")
+    for category, cut in report["cuts"].items():
+        click.echo(f"{category}: {cut['over_dedup']:.0%} over dedup, {cut['in_conflict_band']:.0%} "
+                   f"in the conflict band, {cut['under_conflict_low']:.0%} under conflict_low")
+    write_json(report, json_out)
