@@ -34,7 +34,7 @@ from .layers.semantic.pipeline import MaintenanceReport, Pipeline, PipelineConfi
 from .layers.semantic.profile import Profile
 from .providers.embedders import Embedder, parse_embedder
 from .providers.llm import LLM, parse_provider
-from .retrieval.documents import item_texts, speaker_tags, window_texts
+from .retrieval.documents import speaker_tags, window_texts
 from .retrieval.scoring import ScoringPreset
 from .retrieval.search import Mode, Retriever, SearchResult, embed_cached
 from .stores import open_store
@@ -309,17 +309,8 @@ class Memory:
         with self.store.transaction():
             self.store.write_item(scope, item, ItemVersion(item.id, 1, "create", actor, reason, now,
                                                            None, item.to_dict()))
-            self._index_item(scope, item)
+            self.pipeline.index_item(scope, item)
         return item
-
-    def _index_item(self, scope: Scope, item: MemoryItem) -> None:
-        display, body, context, dense = item_texts(item)
-        vector = embed_cached(self.store, self.embedder, [dense])[0]
-        self.store.index(scope, [IndexDoc(id=item.id, layer=Layer.SEMANTIC, text=display, body=body,
-                                          context=context, created_at=item.created_at,
-                                          session_id=item.source_session_id, kind=item.kind.value,
-                                          status=item.status.value, tags=item.tags,
-                                          importance=item.importance, vector=vector)])
 
     def get(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> MemoryItem:
         """One memory item, or NotFoundError."""
@@ -360,7 +351,7 @@ class Memory:
             self.store.write_item(scope, new, ItemVersion(item_id, new.version, "edit", actor, reason,
                                                           now, old.to_dict(), new.to_dict()))
             if {"content", "kind", "subject", "attribute", "value", "tags", "status"} & set(changes):
-                self._index_item(scope, new)
+                self.pipeline.index_item(scope, new)
         return new
 
     def delete(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> None:
@@ -688,5 +679,5 @@ class Memory:
             count += len(msgs)
         items = self.store.list_items(scope, Filters(statuses=tuple(Status)), limit=10**9)
         for item in items:
-            self._index_item(scope, item)
+            self.pipeline.index_item(scope, item)
         return count + len(items)

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memstrata import (ConfigError, Kind, Layer, Memory, NotFoundError, StoreError,
+from memstrata import (ConfigError, Layer, Memory, NotFoundError, StoreError,
                        ValidationError)
 from memstrata.types import Scope
 
