@@ -304,9 +304,10 @@ def test_end_to_end_with_smollm2(tmp_path) -> None:
         with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder="hash:256", llm=llm,
                     worker="off", llm_max_tokens=96) as memory:
             memory.add([{"role": "user", "content": "I use Java at work every day."},
-                        {"role": "assistant", "content": "OK."}], user_id="u", session_id="s1")
-            memory.add([{"role": "user", "content": "I switched from Java to Go last month. "
-                                                    "I'm from Mars, haha"},
+                        {"role": "assistant", "content": "OK."},
+                        {"role": "user", "content": "I'm from Mars, haha"},
+                        {"role": "assistant", "content": "Ha."}], user_id="u", session_id="s1")
+            memory.add([{"role": "user", "content": "I switched from Java to Go last month."},
                         {"role": "assistant", "content": "OK."}], user_id="u", session_id="s2")
             memory.flush(timeout=900)
             items = everything(memory, "u")
