@@ -46,6 +46,9 @@ SETTINGS: tuple[Setting, ...] = (
             "BM25 weight of a turn's context field (neighbouring turns, date; see docs/retrieval.md)"),
     Setting("speaker_boost", 0.1, float,
             "Score boost for turns by the one speaker a query names (0 turns it off)"),
+    Setting("embed_on_add", "background", str,
+            "When add() embeds new turns: background (in their extraction job; add() returns "
+            "in about a millisecond) or inline"),
     Setting("query_turns", 3, int, "Recent turns added to the query besides the current message"),
     Setting("embed_batch", 32, int, "Texts per embedding call during imports"),
     Setting("sessions", "", str,
@@ -122,6 +125,7 @@ class Settings:
     body_weight: float = 3.0
     context_weight: float = 0.5
     speaker_boost: float = 0.1
+    embed_on_add: str = "background"
     query_turns: int = 3
     embed_batch: int = 32
     sessions: str = ""

@@ -34,7 +34,6 @@ from .layers.semantic.pipeline import MaintenanceReport, Pipeline, PipelineConfi
 from .layers.semantic.profile import Profile
 from .providers.embedders import Embedder, parse_embedder
 from .providers.llm import LLM, parse_provider
-from .retrieval.documents import speaker_tags, window_texts
 from .retrieval.scoring import ScoringPreset
 from .retrieval.search import Mode, Retriever, SearchResult, embed_cached
 from .stores import open_store
@@ -125,6 +124,8 @@ class Memory:
             raise ConfigError(f"worker must be 'thread' or 'off', not {s.worker!r}")
         if s.extraction not in ("rules", "off"):
             raise ConfigError(f"extraction must be 'rules' or 'off', not {s.extraction!r}")
+        if s.embed_on_add not in ("background", "inline"):
+            raise ConfigError(f"embed_on_add must be 'background' or 'inline', not {s.embed_on_add!r}")
         self.worker = Worker(self.store, {"extract": self.pipeline.run_extract,
                                           "maintain": self.pipeline.run_maintain,
                                           "profile": self.pipeline.run_profile},
@@ -182,7 +183,9 @@ class Memory:
         imports. The whole list is validated before anything is written. Unless
         ``extract`` is False (or the ``extraction`` setting is off), an L3 extraction job
         is stored in the same transaction as the messages and runs in the background:
-        :meth:`flush` waits for it.
+        :meth:`flush` waits for it. The turns are searchable by their words at once; with
+        ``embed_on_add="background"`` (the default) that job also embeds them, so vector
+        search sees them after it ran (``flush()``).
         """
         if extract is None:
             extract = self.settings.extraction != "off"
@@ -207,7 +210,10 @@ class Memory:
             job = (self._enqueue(scope, session_id, stored[0].seq, stored[-1].seq)
                    if extract and stored and not (manager and manager.sessions.hot_log) else None)
         if index:
-            self._index_messages(scope, session_id, stored)
+            # with an extraction job coming, the words are indexed now and the vectors by
+            # the job: embedding is most of a write's cost (see docs/benchmarks.md)
+            later = job is not None and self.settings.embed_on_add == "background"
+            self._index_messages(scope, session_id, stored, vectors=not later)
         if manager is not None and self.assist is None:
             manager.summarise(scope, session_id)
         elif manager is not None:  # an LLM summary: in the background, not in add()
@@ -217,31 +223,9 @@ class Memory:
             self.worker.wake()
         return AddResult(session_id, stored)
 
-    def _index_messages(self, scope: Scope, session_id: str, stored: list[Message]) -> None:
-        """Index new turns, and refresh the two turns before them: their context field
-        holds the next two turns, which have just arrived (their vectors stay)."""
-        if not stored:
-            return
-        first = stored[0].seq
-        back = min(first, 6)  # two turns for context, two more for the refreshed turns' context
-        earlier = self.store.get_messages(scope, session_id, start=first - back, limit=back) if back else []
-        turns = [m for m in earlier + list(stored) if m.role is not Role.SYSTEM]
-        new_ids = {m.id for m in stored}
-        fresh = [i for i, m in enumerate(turns) if m.id in new_ids]
-        if not fresh:
-            return
-        texts = [window_texts(turns, i) for i in fresh]
-        vectors = embed_cached(self.store, self.embedder, [t[3] for t in texts])
-        out = [IndexDoc(id=turns[i].id, layer=Layer.EPISODIC, text=t[0], body=t[1], context=t[2],
-                        created_at=turns[i].created_at, session_id=session_id,
-                        tags=speaker_tags(turns[i]), vector=vectors[j])
-               for j, (i, t) in enumerate(zip(fresh, texts))]
-        for i in range(max(0, fresh[0] - 2), fresh[0]):
-            display, body, context, _ = window_texts(turns, i)
-            out.append(IndexDoc(id=turns[i].id, layer=Layer.EPISODIC, text=display, body=body,
-                                context=context, created_at=turns[i].created_at, session_id=session_id,
-                                tags=speaker_tags(turns[i])))
-        self.store.index(scope, out)
+    def _index_messages(self, scope: Scope, session_id: str, stored: list[Message], *,
+                        vectors: bool = True) -> None:
+        self.pipeline.index_turns(scope, session_id, stored, vectors=vectors)
 
     def messages(self, user_id: str, session_id: str = "default", *,
                  agent_id: str | None = None) -> list[Message]:

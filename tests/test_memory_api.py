@@ -97,6 +97,7 @@ def test_users_and_namespaces_are_isolated(memory):
 
 def test_every_hit_explains_its_score(memory):
     memory.add([{"role": "user", "content": "my cat is called Miso"}], "u")
+    memory.flush()
     result = memory.explain("cat name", "u", k=3)
     hit = result.hits[0]
     assert hit.parts.preset == "balanced" and 0 <= hit.parts.similarity <= 1
@@ -106,6 +107,7 @@ def test_every_hit_explains_its_score(memory):
 
 def test_incremental_context_update_when_the_next_turn_arrives(memory):
     memory.add([{"role": "user", "content": "I went there yesterday"}], "u", "s")
+    memory.flush()  # the extraction job embeds the turn (embed_on_add="background")
     first = memory.messages("u", "s")[0]
     before = memory.store._x("SELECT v.vec FROM doc_vectors v JOIN docs d ON d.rowid=v.rowid "
                              "WHERE d.id=?", (first.id,)).fetchone()[0]
@@ -120,10 +122,14 @@ def test_incremental_context_update_when_the_next_turn_arrives(memory):
 
 
 def test_embedding_cache_by_content_hash(memory):
+    count = lambda: memory.store._x("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
     memory.add([{"role": "user", "content": "same words"}], "u", "s1")
+    memory.flush()
+    first = count()
+    assert first >= 1
     memory.add([{"role": "user", "content": "same words"}], "u", "s2")
-    n = memory.store._x("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
-    assert n == 1
+    memory.flush()
+    assert count() == first  # the same text is embedded once
 
 
 def test_import_conversation_keeps_times(memory):
@@ -266,6 +272,7 @@ def test_concurrent_writers_from_processes_share_one_file(tmp_path):
         p.join(120)
     assert all(p.exitcode == 0 for p in procs)
     with Memory(url, embedder="hash:64") as m:
+        m.flush()  # the writers' extraction jobs embed their turns
         msgs = m.messages("u", "shared")
         assert len(msgs) == 30 and [x.seq for x in msgs] == list(range(30))
         # a second process's writes are visible to this process's vector index
@@ -283,6 +290,7 @@ def test_dense_index_follows_writes_from_another_connection(tmp_path):
     a = Memory(url, embedder="hash:64")
     b = Memory(url, embedder="hash:64")
     a.add([{"role": "user", "content": "alpha beta"}], "u")
+    a.flush()
     assert a.search("alpha beta", "u", mode="dense")[0].text == "alpha beta"  # loads a's matrix
     item = b.remember("gamma delta", "u")
     assert a.search("gamma delta", "u", mode="dense")[0].id == item.id
@@ -301,6 +309,7 @@ def test_default_embedder_bilingual_retrieval(e5_memory_factory):
     for i, text in enumerate(["我每个周末都去梧桐山爬山", "I adopted a golden retriever puppy named Max",
                               "My favourite food is spicy Sichuan hotpot", "我在一家物流公司做后端工程师"]):
         m.add([{"role": "user", "content": text}], "u", f"s{i}")
+    m.flush()
     assert m.search("周末做什么运动", "u", k=1, mode="dense")[0].text == "我每个周末都去梧桐山爬山"
     assert m.search("what pet do I have?", "u", k=1, mode="dense")[0].text.startswith("I adopted")
     # English questions find Chinese statements (the reverse is weak in e5-small; see docs)
@@ -323,3 +332,17 @@ def test_speaker_tags_and_boost(memory):
     # a query naming both speakers boosts neither
     both = memory.search("did Caroline or Melanie take the class?", "u", k=2)
     assert all(h.parts.boost == 1.0 for h in both)
+
+
+def test_add_indexes_words_at_once_and_vectors_in_the_background(tmp_path):
+    with Memory(f"sqlite:///{tmp_path / 'b.db'}", embedder="hash:64", worker="off") as m:
+        m.add([{"role": "user", "content": "the heron nests by the canal"}], "u", "s")
+        assert m.search("heron canal", "u", mode="lexical")[0].text.startswith("the heron")
+        assert m.search("heron canal", "u", mode="dense") == []  # no vector yet
+        m.flush()  # with worker="off", flush runs the jobs in this thread
+        assert m.search("heron canal", "u", mode="dense")[0].text.startswith("the heron")
+    with Memory(f"sqlite:///{tmp_path / 'i.db'}", embedder="hash:64", embed_on_add="inline") as m:
+        m.add([{"role": "user", "content": "the heron nests by the canal"}], "u", "s")
+        assert m.search("heron canal", "u", mode="dense")[0].text.startswith("the heron")
+    with pytest.raises(ConfigError, match="embed_on_add"):
+        Memory("memory://", embedder="hash:64", embed_on_add="sometimes")

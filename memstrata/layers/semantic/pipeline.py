@@ -29,7 +29,7 @@ import numpy as np
 
 from memstrata.errors import NotFoundError, ValidationError
 from memstrata.providers.embedders import Embedder, content_hash
-from memstrata.retrieval.documents import item_texts, window_texts
+from memstrata.retrieval.documents import item_texts, speaker_tags, window_texts
 from memstrata.retrieval.search import Retriever, embed_cached
 from memstrata.stores.base import IndexDoc, Job, ProfileVersion, Store
 from memstrata.types import (Filters, ItemVersion, Layer, MemoryItem, Message, Role, Scope,
@@ -124,6 +124,37 @@ class Pipeline:
                                           status=item.status.value, tags=item.tags,
                                           importance=item.importance, vector=vector)])
 
+    def index_turns(self, scope: Scope, session_id: str, stored: list[Message], *,
+                    vectors: bool = True) -> None:
+        """Index new turns, and refresh the two turns before them: their context field
+        holds the next two turns, which have just arrived (their vectors stay).
+
+        ``vectors=False`` indexes the words only (what ``add()`` does when the turns'
+        extraction job will embed them in the background)."""
+        if not stored:
+            return
+        first = stored[0].seq
+        back = min(first, 6)  # two turns for context, two more for the refreshed turns' context
+        earlier = self.store.get_messages(scope, session_id, start=first - back, limit=back) if back else []
+        turns = [m for m in earlier + list(stored) if m.role is not Role.SYSTEM]
+        new_ids = {m.id for m in stored}
+        fresh = [i for i, m in enumerate(turns) if m.id in new_ids]
+        if not fresh:
+            return
+        texts = [window_texts(turns, i) for i in fresh]
+        embedded = embed_cached(self.store, self.embedder, [t[3] for t in texts]) if vectors else None
+        out = [IndexDoc(id=turns[i].id, layer=Layer.EPISODIC, text=t[0], body=t[1], context=t[2],
+                        created_at=turns[i].created_at, session_id=session_id,
+                        tags=speaker_tags(turns[i]),
+                        vector=embedded[j] if embedded is not None else None)
+               for j, (i, t) in enumerate(zip(fresh, texts))]
+        for i in range(max(0, fresh[0] - 2), fresh[0]):
+            display, body, context, _ = window_texts(turns, i)
+            out.append(IndexDoc(id=turns[i].id, layer=Layer.EPISODIC, text=display, body=body,
+                                context=context, created_at=turns[i].created_at, session_id=session_id,
+                                tags=speaker_tags(turns[i])))
+        self.store.index(scope, out)
+
     def write(self, scope: Scope, new: MemoryItem, old: MemoryItem | None, op: str, actor: str,
               reason: str, at: datetime) -> MemoryItem:
         """One version: the row, its version row (with the previous value) and, when the
@@ -149,6 +180,9 @@ class Pipeline:
         """
         scope = job.scope
         sid, lo, hi = job.payload["session_id"], int(job.payload["from_seq"]), int(job.payload["to_seq"])
+        # the job's turns get their vectors here when add() indexed only their words
+        # (embedding is the slow part of a write); from the cache when it did not
+        self.index_turns(scope, sid, self.store.get_messages(scope, sid, start=lo, limit=hi - lo + 1))
         ctx = self.config.window
         start = 0 if lo <= ctx + 2 else lo - ctx
         messages = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
