@@ -1,0 +1,93 @@
+"""Embedders: the hash test double, the OpenAI-compatible client against a real local
+HTTP server, provider strings."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from memstrata import ConfigError, ProviderError
+from memstrata.providers.embedders import HashEmbedder, OpenAIEmbedder, parse_embedder
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output quiet
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append((self.path, self.headers.get("Authorization"), body))
+        mode = self.server.mode
+        if mode == "auth":
+            self.send_response(401)
+            self.end_headers()
+            self.wfile.write(b'{"error": "bad key"}')
+            return
+        if mode == "garbage":
+            payload = b"not json"
+        else:  # answer out of order, as the API allows; vectors not normalised
+            data = [{"index": i, "embedding": [float(len(t)), 1.0, 0.0]} for i, t in enumerate(body["input"])]
+            payload = json.dumps({"data": list(reversed(data))}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.requests, httpd.mode = [], "ok"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+
+
+def test_openai_compatible_embeddings_over_http(server, monkeypatch):
+    monkeypatch.setenv("MEMSTRATA_EMBEDDER_API_KEY", "sk-test")
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    embedder = parse_embedder(f"openai-compatible:{url}#my-model")
+    out = embedder.embed(["a", "abcd"] * 40)  # more than one batch of 64
+    assert out.shape == (80, 3) and np.allclose(np.linalg.norm(out, axis=1), 1.0)
+    assert out[1][0] > out[0][0]  # rows follow the input order, not the response order
+    path, auth, body = server.requests[0]
+    assert path == "/v1/embeddings" and auth == "Bearer sk-test" and body["model"] == "my-model"
+    assert len(server.requests) == 2
+
+
+def test_openai_compatible_errors_are_clear(server):
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    embedder = OpenAIEmbedder("m", url)
+    server.mode = "auth"
+    with pytest.raises(ProviderError, match="rejected the API key"):
+        embedder.embed(["x"])
+    server.mode = "garbage"
+    with pytest.raises(ProviderError, match="unexpected body"):
+        embedder.embed(["x"])
+    with pytest.raises(ProviderError, match="failed"):
+        OpenAIEmbedder("m", "http://127.0.0.1:1/v1", timeout=2).embed(["x"])
+
+
+def test_hash_embedder_is_deterministic_and_shares_words():
+    e = HashEmbedder(64)
+    a, b, c = e.embed(["green tea in the morning", "I drink green tea", "quarterly tax filing"])
+    assert np.allclose(e.embed(["green tea in the morning"])[0], a)
+    assert a @ b > a @ c
+
+
+def test_provider_strings():
+    assert parse_embedder("hash:32").dim == 32
+    for bad, fragment in [("hash:x", "bad hash"), ("local:bert", "unknown local embedder"),
+                          ("openai-compatible:ftp://x", "openai-compatible:http"),
+                          ("nope:1", "unknown embedder provider")]:
+        with pytest.raises(ConfigError, match=fragment):
+            parse_embedder(bad)
+
+
+def test_openai_needs_a_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        parse_embedder("openai:text-embedding-3-small")
