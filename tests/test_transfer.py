@@ -157,6 +157,8 @@ def test_cli_export_and_restore(tmp_path, pg_url, monkeypatch) -> None:
     assert "second session" in result.output
     again = runner.invoke(cli, ["restore", "--store", pg_url, str(out)])
     assert again.exit_code == 1 and "already has memory" in again.output
+    missing = runner.invoke(cli, ["export", "--store", src, "--user", "nobody", str(tmp_path / "n")])
+    assert missing.exit_code == 1 and "no memory for user(s) nobody" in missing.output
     back = tmp_path / "back.jsonl"
     assert runner.invoke(cli, ["export", "--store", pg_url, str(back)]).exit_code == 0
     assert back.read_bytes() == out.read_bytes()

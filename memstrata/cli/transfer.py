@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import NotFoundError
 from ..types import Scope
 from .main_helpers import handle_errors
 
@@ -39,6 +40,11 @@ def export(store, user_ids, agent_id, out) -> None:
     namespace = settings.namespace if agent_id is None else agent_id
     scopes = [Scope(u, namespace) for u in user_ids] or None
     with open_store(settings.store) as opened:
+        unknown = sorted(set(scopes or ()) - set(opened.list_users()), key=lambda s: s.user_id)
+        if unknown:
+            raise NotFoundError(f"no memory for user(s) {', '.join(s.user_id for s in unknown)}"
+                                + (f" in namespace {namespace!r}" if namespace else "")
+                                + f" in {opened.url.split('@')[-1]}; nothing exported")
         if out == "-":
             counts = export_jsonl(opened, sys.stdout, scopes=scopes)
         else:
