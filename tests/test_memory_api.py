@@ -23,6 +23,7 @@ def test_messages_survive_reopening_and_keep_order(tmp_path):
         assert [x.content for x in msgs] == ["first", "second", "third"]
         assert [x.seq for x in msgs] == [0, 1, 2]
         assert msgs[2].created_at == datetime(2024, 5, 8, 13, 56, tzinfo=timezone.utc)
+        m.flush()  # the first Memory closed before its background jobs embedded the turns
         hits = m.search("third", "u1", k=1)
         assert hits[0].id == msgs[2].id and hits[0].layer is Layer.EPISODIC
 
