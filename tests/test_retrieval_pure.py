@@ -124,3 +124,15 @@ def test_turn_fields_are_weighted_by_repetition_and_dense_text_looks_back():
     assert words.count("2026") == REPEAT["date"]
     assert dense == "bravo\ncharlie"
     assert window_texts(turns, 0)[3] == "alpha"
+
+
+def test_turns_hours_apart_are_not_each_others_context():
+    from memstrata.retrieval.documents import window_texts
+    from memstrata.types import Message, Role
+
+    turns = [Message(Role.USER, "alpha", NOW), Message(Role.USER, "bravo", NOW + timedelta(hours=5)),
+             Message(Role.USER, "charlie", NOW + timedelta(hours=5, minutes=1))]
+    _, _, context, dense = window_texts(turns, 1)
+    assert "alpha" not in context and dense == "bravo"  # five hours later: a new conversation
+    _, _, context, dense = window_texts(turns, 2)
+    assert "bravo" in context and dense == "bravo\ncharlie"

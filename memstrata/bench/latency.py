@@ -101,15 +101,21 @@ def run_latency(sizes: list[int], *, queries: int = 200, store: str | None = Non
             report["backend"] = type(memory.store).__name__.removesuffix("Store")
             base_texts = synthetic_texts(512, seed=3)
             base_vectors = memory.embedder.embed(base_texts, kind="passage")
-            # add() throughput: real messages through the public API, embedding included
+            # add(): real messages through the public API. It returns once the raw turns,
+            # their words and their job are stored; flush() then waits for the background
+            # job (embedding + extraction), whose rate is the sustained write throughput.
             add_times = []
             for i, text in enumerate(tqdm(synthetic_texts(100, seed=5), desc="add()",
                                           disable=not progress, leave=False)):
                 started = time.perf_counter()
                 memory.add([{"role": "user", "content": text}], "latency-add", f"s{i // 20}")
                 add_times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            memory.flush()
+            drained = time.perf_counter() - started
             report["add"] = _percentiles(add_times) | {
-                "messages_per_s": round(len(add_times) / sum(add_times), 1)}
+                "messages_per_s": round(len(add_times) / sum(add_times), 1),
+                "processed_per_s": round(len(add_times) / (sum(add_times) + drained), 1)}
             started = time.perf_counter()
             qvecs = memory.embedder.embed(query_texts, kind="query")
             embed_each = (time.perf_counter() - started) / len(query_texts)
@@ -144,8 +150,9 @@ def run_latency(sizes: list[int], *, queries: int = 200, store: str | None = Non
 
 def render(report: dict[str, Any]) -> str:
     lines = [f"store {report['store']}, embedder {report['embedder']}, {report['queries']} queries",
-             f"add(): p50 {report['add']['p50_ms']} ms, p95 {report['add']['p95_ms']} ms "
-             f"({report['add']['messages_per_s']} messages/s, embedding included)",
+             f"add(): p50 {report['add']['p50_ms']} ms, p95 {report['add']['p95_ms']} ms; "
+             f"with the background jobs (embedding + extraction) drained: "
+             f"{report['add']['processed_per_s']} messages/s",
              f"query embedding alone: p50 {report['query_embedding']['p50_ms']} ms",
              "| items | search p50 | search p95 | with embedding p50 | with embedding p95 |",
              "|---|---|---|---|---|"]
