@@ -88,6 +88,31 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
             "mean_ms": round(statistics.fmean(samples) * 1000, 2)}
 
 
+def _fts5_baseline(memory: Memory, scope: Scope, queries: list[str]) -> dict[str, float] | None:
+    """The same BM25 ranking asked of SQLite FTS5's own ``bm25()`` over the same file —
+    the baseline the in-process postings mirror replaced. SQLite only."""
+    from ..retrieval.documents import BODY_WEIGHT, CONTEXT_WEIGHT, build_query
+    from ..stores.sqlite import SQLiteStore
+
+    store = memory.store
+    if not isinstance(store, SQLiteStore):
+        return None
+    times = []
+    for text in queries:
+        terms = sorted(set(build_query(text)[0].split()))
+        if not terms:
+            continue
+        match = f'scope : "{scope.key}" AND {{body context}} : (' + " OR ".join(
+            '"' + t.replace('"', '""') + '"' for t in terms) + ")"
+        t0 = time.perf_counter()
+        store._x("SELECT d.id, -bm25(docs_fts, 0.0, ?, ?) AS s FROM docs_fts JOIN docs d ON "
+                 "d.rowid = docs_fts.rowid WHERE docs_fts MATCH ? AND d.namespace=? AND d.user_id=? "
+                 "ORDER BY s DESC LIMIT 50",
+                 (BODY_WEIGHT, CONTEXT_WEIGHT, match, scope.namespace, scope.user_id)).fetchall()
+        times.append(time.perf_counter() - t0)
+    return _percentiles(times) if len(times) > 2 else None
+
+
 def run_latency(sizes: list[int], *, queries: int = 200, store: str | None = None,
                 progress: bool = True) -> dict[str, Any]:
     rng = np.random.default_rng(7)
@@ -144,6 +169,9 @@ def run_latency(sizes: list[int], *, queries: int = 200, store: str | None = Non
                     included.append(time.perf_counter() - t0)
                 report["sizes"][str(size)] = {"search_excluding_embedding": _percentiles(excluded),
                                               "search_including_embedding": _percentiles(included)}
+                baseline = _fts5_baseline(memory, scope, query_texts)
+                if baseline:
+                    report["sizes"][str(size)]["baseline_fts5_bm25"] = baseline
     report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return report
 
@@ -154,12 +182,15 @@ def render(report: dict[str, Any]) -> str:
              f"with the background jobs (embedding + extraction) drained: "
              f"{report['add']['processed_per_s']} messages/s",
              f"query embedding alone: p50 {report['query_embedding']['p50_ms']} ms",
-             "| items | search p50 | search p95 | with embedding p50 | with embedding p95 |",
-             "|---|---|---|---|---|"]
+             "| items | search p50 | search p95 | with embedding p50 | with embedding p95 | "
+             "baseline: FTS5 bm25() alone p50 | p95 |",
+             "|---|---|---|---|---|---|---|"]
     for size, row in report["sizes"].items():
         ex, inc = row["search_excluding_embedding"], row["search_including_embedding"]
+        base = row.get("baseline_fts5_bm25")
         lines.append(f"| {int(size):,} | {ex['p50_ms']} ms | {ex['p95_ms']} ms | "
-                     f"{inc['p50_ms']} ms | {inc['p95_ms']} ms |")
+                     f"{inc['p50_ms']} ms | {inc['p95_ms']} ms | "
+                     + (f"{base['p50_ms']} ms | {base['p95_ms']} ms |" if base else "– | – |"))
     lines.append(f"peak RSS {report['peak_rss_mb']} MB")
     return "\n".join(lines)
 
