@@ -19,7 +19,7 @@ SCRIPT: list[tuple[str, int, list[tuple[str, str]]]] = [
     ("s1-onboarding", 0, [
         ("user", "Hi! I'm Lin, a backend engineer at a logistics startup in Shenzhen."),
         ("assistant", "Nice to meet you, Lin. What are you working on?"),
-        ("user", "We run everything on Java and Spring, but I'm evaluating Go for our routing service."),
+        ("user", "I use Java and Spring at work, and I'm evaluating Go for our routing service."),
         ("assistant", "Go is a good fit for network services. What matters most to you?"),
         ("user", "Latency. Also please keep answers short, I read them on my phone."),
     ]),
@@ -31,7 +31,7 @@ SCRIPT: list[tuple[str, int, list[tuple[str, str]]]] = [
         ("user", "提醒我下周三之前续签护照。"),
     ]),
     ("s3-switch", 30, [
-        ("user", "Update: we switched the routing service from Java to Go last week."),
+        ("user", "Update: I switched from Java to Go last week, for the routing service."),
         ("assistant", "How did the migration go?"),
         ("user", "p99 latency dropped from 120 ms to 35 ms. Next I want to learn Rust."),
     ]),
@@ -70,6 +70,9 @@ def run_demo(keep: str | None, embedder: str | None) -> None:
                        f"{sum(s.message_count for s in sessions)} raw messages, {len(items)} memory items")
             for it in items:
                 click.echo(f"  [{it.kind.value}] v{it.version} conf={it.confidence:.2f}  {it.content}")
+                if it.supersedes:
+                    old = memory.get(it.supersedes, "lin")
+                    click.echo(f"      supersedes v{old.version} ({old.status.value}): {old.content}")
             for query in QUERIES:
                 click.echo(f"\nquery: {query}")
                 for rank, hit in enumerate(memory.search(query, "lin", k=3), 1):
