@@ -3,8 +3,9 @@
 Start with :class:`Memory`; errors are in :mod:`memstrata.errors`.
 """
 
-from .errors import (BudgetError, ConfigError, ConflictError, MemstrataError, NotFoundError,
-                     ProviderError, StoreError, ToolCallSequenceError, ValidationError)
+from .errors import (BudgetError, ConfigError, ConflictError, JobError, MemstrataError,
+                     NotFoundError, ProviderError, StoreError, ToolCallSequenceError,
+                     ValidationError)
 from .memory import AddResult, Memory
 from .retrieval.search import SearchResult
 from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
@@ -34,6 +35,7 @@ __all__ = [
     "NotFoundError",
     "ConflictError",
     "BudgetError",
+    "JobError",
     "StoreError",
     "ProviderError",
     "__version__",
