@@ -81,6 +81,39 @@ def _job_from_row(row: sqlite3.Row) -> Job:
                row["last_error"])
 
 
+def _filter_clauses(filters: Filters, table: str, *, session_col: str = "session_id",
+                    layers: bool = True, turns_pass_status: bool = True) -> tuple[list[str], list[object]]:
+    """SQL conditions (and parameters) for ``filters`` on ``table`` — the index's ``docs``
+    (raw turns have no status and pass the status filter) or ``items``."""
+    where: list[str] = []
+    params: list[object] = []
+
+    def any_of(column: str, values: list[object]) -> None:
+        where.append(f"{table}.{column} IN ({','.join('?' * len(values))})")
+        params.extend(values)
+
+    if filters.statuses:
+        any_of("status", [s.value for s in filters.statuses])
+        if turns_pass_status:
+            where[-1] = f"({table}.status IS NULL OR {where[-1]})"
+    if layers and filters.layers:
+        any_of("layer", [x.value for x in filters.layers])
+    if filters.kinds:
+        any_of("kind", [k.value for k in filters.kinds])
+    if filters.session_ids:
+        any_of(session_col, list(filters.session_ids))
+    if filters.since:
+        where.append(f"{table}.created_at >= ?")
+        params.append(filters.since.timestamp())
+    if filters.until:
+        where.append(f"{table}.created_at <= ?")
+        params.append(filters.until.timestamp())
+    for tag in filters.tags:
+        where.append(f"EXISTS (SELECT 1 FROM json_each({table}.tags) WHERE value = ?)")
+        params.append(tag)
+    return where, params
+
+
 @dataclass
 class _Mirror:
     """A scope's in-process search structures and the index generation they reflect."""
@@ -278,25 +311,9 @@ class SQLiteStore(Store):
 
     def list_items(self, scope: Scope, filters: Filters, *, limit: int = 100,
                    offset: int = 0) -> list[MemoryItem]:
-        where, params = ["namespace=?", "user_id=?"], [scope.namespace, scope.user_id]
-        if filters.kinds:
-            where.append(f"kind IN ({','.join('?' * len(filters.kinds))})")
-            params += [k.value for k in filters.kinds]
-        if filters.statuses:
-            where.append(f"status IN ({','.join('?' * len(filters.statuses))})")
-            params += [s.value for s in filters.statuses]
-        if filters.session_ids:
-            where.append(f"source_session_id IN ({','.join('?' * len(filters.session_ids))})")
-            params += list(filters.session_ids)
-        if filters.since:
-            where.append("created_at >= ?")
-            params.append(filters.since.timestamp())
-        if filters.until:
-            where.append("created_at <= ?")
-            params.append(filters.until.timestamp())
-        for tag in filters.tags:
-            where.append("EXISTS (SELECT 1 FROM json_each(items.tags) WHERE value = ?)")
-            params.append(tag)
+        where, params = _filter_clauses(filters, "items", session_col="source_session_id",
+                                        layers=False, turns_pass_status=False)
+        where, params = ["namespace=?", "user_id=?", *where], [scope.namespace, scope.user_id, *params]
         rows = self._x(f"SELECT * FROM items WHERE {' AND '.join(where)} "
                        "ORDER BY created_at DESC, id LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()
         return [_item_from_row(r) for r in rows]
@@ -609,30 +626,7 @@ class SQLiteStore(Store):
         return {r[0] for r in rows}
 
     def _filter_sql(self, filters: Filters) -> tuple[list[str], list[object]]:
-        where: list[str] = []
-        params: list[object] = []
-        if filters.statuses:
-            where.append(f"(d.status IS NULL OR d.status IN ({','.join('?' * len(filters.statuses))}))")
-            params += [s.value for s in filters.statuses]
-        if filters.layers:
-            where.append(f"d.layer IN ({','.join('?' * len(filters.layers))})")
-            params += [x.value for x in filters.layers]
-        if filters.kinds:
-            where.append(f"d.kind IN ({','.join('?' * len(filters.kinds))})")
-            params += [k.value for k in filters.kinds]
-        if filters.session_ids:
-            where.append(f"d.session_id IN ({','.join('?' * len(filters.session_ids))})")
-            params += list(filters.session_ids)
-        if filters.since:
-            where.append("d.created_at >= ?")
-            params.append(filters.since.timestamp())
-        if filters.until:
-            where.append("d.created_at <= ?")
-            params.append(filters.until.timestamp())
-        for tag in filters.tags:
-            where.append("EXISTS (SELECT 1 FROM json_each(d.tags) WHERE value = ?)")
-            params.append(tag)
-        return where, params
+        return _filter_clauses(filters, "d")
 
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
                        context_weight: float = 0.3,
