@@ -123,6 +123,24 @@ class _Mirror:
     dense: DenseMatrix | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """A finished statement's rows (read to the end) and counts."""
+
+    rows: list[sqlite3.Row]
+    rowcount: int
+    lastrowid: int | None
+
+    def fetchone(self) -> sqlite3.Row | None:
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list[sqlite3.Row]:
+        return self.rows
+
+    def __iter__(self) -> Iterator[sqlite3.Row]:
+        return iter(self.rows)
+
+
 class SQLiteStore(Store):
     """memstrata on one SQLite file (``sqlite:///path.db``) or in memory (``memory://``)."""
 
@@ -172,17 +190,24 @@ class SQLiteStore(Store):
             except sqlite3.Error:
                 pass
 
-    def _x(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
-        try:
-            return self._conn.execute(sql, params)
-        except sqlite3.Error as exc:
-            raise _explain(exc, self.path) from exc
+    # Every statement runs under the lock and is read to the end before the lock is
+    # released: the connection is shared by the caller's threads and the job worker, and
+    # a half-read SELECT left open by one thread holds a read snapshot that makes another
+    # thread's BEGIN IMMEDIATE fail at once with "database is locked" (no busy wait).
+    def _x(self, sql: str, params: Sequence[object] = ()) -> "_Rows":
+        with self._lock:
+            try:
+                cursor = self._conn.execute(sql, params)
+                return _Rows(cursor.fetchall(), cursor.rowcount, cursor.lastrowid)
+            except sqlite3.Error as exc:
+                raise _explain(exc, self.path) from exc
 
     def _many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
-        try:
-            self._conn.executemany(sql, rows)
-        except sqlite3.Error as exc:
-            raise _explain(exc, self.path) from exc
+        with self._lock:
+            try:
+                self._conn.executemany(sql, rows)
+            except sqlite3.Error as exc:
+                raise _explain(exc, self.path) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
