@@ -46,6 +46,11 @@ SETTINGS: tuple[Setting, ...] = (
             "BM25 weight of a turn's context field (neighbouring turns, date; see docs/retrieval.md)"),
     Setting("speaker_boost", 0.1, float,
             "Score boost for turns by the one speaker a query names (0 turns it off)"),
+    Setting("split_questions", True, bool,
+            "Search each question of a compound query (\"X? Also, Y?\" / \"X？另外，Y？\") on its own"),
+    Setting("expansion_weight", 0.3, float,
+            "Query expansion from the best hit (pseudo-relevance feedback): weight of its "
+            "other words as a second lexical query (0 turns it off)"),
     Setting("embed_on_add", "background", str,
             "When add() embeds new turns: background (in their extraction job; add() returns "
             "in about a millisecond) or inline"),
@@ -125,6 +130,8 @@ class Settings:
     body_weight: float = 3.0
     context_weight: float = 0.5
     speaker_boost: float = 0.1
+    split_questions: bool = True
+    expansion_weight: float = 0.3
     embed_on_add: str = "background"
     query_turns: int = 3
     embed_batch: int = 32

@@ -103,12 +103,7 @@ class Memory:
             else parse_embedder(self.settings.embedder)
         self._check_embedder()
         s = self.settings
-        self.retriever = Retriever(self.store, self.embedder, candidates=s.candidates,
-                                   fusion=s.fusion, dense_weight=s.dense_weight,
-                                   lexical_weight=s.lexical_weight,
-                                   context_weight=s.context_weight, body_weight=s.body_weight,
-                                   speaker_boost=s.speaker_boost,
-                                   query_turns=s.query_turns)
+        self.retriever = Retriever(self.store, self.embedder, s)
         self._session_manager: SessionManager | None = None
         if s.sessions or self.store.url.startswith(("sqlite", "memory")):
             self._session_manager = SessionManager(

@@ -276,8 +276,10 @@ def test_concurrent_writers_from_processes_share_one_file(tmp_path):
         m.flush()  # the writers' extraction jobs embed their turns
         msgs = m.messages("u", "shared")
         assert len(msgs) == 30 and [x.seq for x in msgs] == list(range(30))
-        # a second process's writes are visible to this process's vector index
-        assert m.search("proc 2 line 9", "u", k=1, mode="dense")[0].text == "proc 2 line 9"
+        # every process's turns have vectors, visible to this process's vector index
+        # (not a top-1 check: a turn's vector also embeds whichever turn came before it)
+        found = {h.text for h in m.search("proc line", "u", k=50, mode="dense")}
+        assert found == {f"proc {n} line {i}" for n in range(3) for i in range(10)}
 
 
 def _proc_writer(url, n):
@@ -333,6 +335,43 @@ def test_speaker_tags_and_boost(memory):
     # a query naming both speakers boosts neither
     both = memory.search("did Caroline or Melanie take the class?", "u", k=2)
     assert all(h.parts.boost == 1.0 for h in both)
+
+
+def _said(m: Memory, *texts: str) -> None:
+    for i, text in enumerate(texts):  # one session each: no neighbouring-turn context
+        m.add([{"role": "user", "content": text}], "u", f"s{i}")
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_each_question_of_a_compound_query_gets_its_best_hit(tmp_path, mode):
+    statements = ["家电都是西门子牌子的。", "家电卖场今天打折。", "表哥的工作单位是商贸公司，职位是经理。",
+                  "表哥的工作单位在杭州，职位不低。", "表哥的生日是4月30号。", "今天下雨了。",
+                  "晚饭吃了面条。"]
+    query = "家电是什么牌子？另外，表哥的工作单位和职位是什么？"
+    tops = {}
+    for split in (True, False):
+        with Memory(f"sqlite:///{tmp_path / f'{split}.db'}", embedder="hash:64", worker="off",
+                    split_questions=split, expansion_weight=0) as m:
+            _said(m, *statements)
+            tops[split] = [h.text for h in m.search(query, "u", k=2, mode=mode)]
+    # whole, the question matching three words crowds out the one matching two
+    assert all(t.startswith("表哥的工作单位") for t in tops[False])
+    assert tops[True][1] == "家电都是西门子牌子的。" and tops[True][0].startswith("表哥的工作单位")
+
+
+def test_query_expansion_finds_what_the_best_hit_names(tmp_path):
+    statements = ["我刚才路过的那个商场是大润发。", "大润发里的东西真全，就是人太多。",
+                  "我上司的电话号码是15399436635。", "I parked near the mall."]
+    found = {}
+    for weight in (0.3, 0.0):
+        with Memory(f"sqlite:///{tmp_path / f'{weight}.db'}", embedder="hash:64", worker="off",
+                    expansion_weight=weight) as m:
+            _said(m, *statements)
+            found[weight] = m.search("我刚刚路过的商场叫什么？", "u", k=2, mode="lexical")
+    # "大润发", a word of the best hit, finds the turn that never says 商场
+    assert [h.text for h in found[0.3]] == statements[:2]
+    assert found[0.3][1].parts.lexical == pytest.approx(0.3)
+    assert [h.text for h in found[0.0]] == statements[:1]
 
 
 def test_add_indexes_words_at_once_and_vectors_in_the_background(tmp_path):

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given, strategies as st
 
-from memstrata.retrieval.documents import build_query, date_words
+from memstrata.retrieval.documents import build_query, date_words, split_question
 from memstrata.retrieval.fusion import fuse, rrf, weighted
 from memstrata.retrieval.scoring import PRESETS, final_score, get_preset, recency
 from memstrata.retrieval.text import analyze, detect_language, tokenize
@@ -136,3 +136,17 @@ def test_turns_hours_apart_are_not_each_others_context():
     assert "alpha" not in context and dense == "bravo"  # five hours later: a new conversation
     _, _, context, dense = window_texts(turns, 2)
     assert "bravo" in context and dense == "bravo\ncharlie"
+
+
+@pytest.mark.parametrize("query, questions", [
+    ("我上司的电话是多少？另外，我住的小区叫什么？", ["我上司的电话是多少？", "我住的小区叫什么？"]),
+    ("Where does she work? Also, when did she move?", ["Where does she work?", "when did she move?"]),
+    ("她去哪了？此外：几点回来？还有，跟谁？", ["她去哪了？", "几点回来？", "跟谁？"]),
+    ("Where does she work?", ["Where does she work?"]),
+    ("What did Mr. Smith also say about it?", ["What did Mr. Smith also say about it?"]),
+    ("Also, where?", ["Also, where?"]),  # nothing before the connective
+    ("她说了什么。此外：他的呢？", ["她说了什么。 他的呢？"]),  # no index word after it: kept together
+    ("那个\"探讨技术。\"的活动？另外，时间？", ["那个\"探讨技术。\"的活动？", "时间？"]),
+])
+def test_compound_questions_split_only_at_a_connective_after_a_sentence(query, questions):
+    assert split_question(query) == questions

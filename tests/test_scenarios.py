@@ -139,6 +139,15 @@ def test_forget_in_conversation(memory: Memory) -> None:
     assert any("tennis" in c for c in active(memory, "u-ask"))
 
 
+def test_forget_naming_nothing_stored_deletes_nothing(memory: Memory) -> None:
+    say(memory, "u-nothing", "s1", "I'm allergic to peanuts.", "I like tennis.", "I live in Paris.")
+    before = active(memory, "u-nothing")
+    assert len(before) == 3
+    say(memory, "u-nothing", "s2", "Please forget my cat's name.")
+    say(memory, "u-nothing", "s3", "请忘掉我的车牌号")
+    assert active(memory, "u-nothing") == before
+
+
 def test_concurrent_adds_for_one_user_lose_and_duplicate_nothing(memory: Memory) -> None:
     sports = ["hiking", "tennis", "chess", "jazz", "sushi", "cycling"]
 

@@ -14,8 +14,12 @@ from ..memory import Memory
 
 __all__ = ["RecallTable", "bench_memory", "SYSTEMS", "write_json"]
 
-# name in the report -> retrieval mode over the same index
-SYSTEMS = {"memstrata": "hybrid", "bm25": "lexical", "dense": "dense"}
+# name in the report -> Retriever.search options over the same index. The baselines are
+# one plain list each: no question splitting, no query expansion.
+_PLAIN = {"split": False, "expansion": 0.0}
+SYSTEMS: dict[str, dict[str, Any]] = {"memstrata": {"mode": "hybrid"},
+                                      "bm25": {"mode": "lexical", **_PLAIN},
+                                      "dense": {"mode": "dense", **_PLAIN}}
 
 
 class RecallTable:

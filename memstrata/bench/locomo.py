@@ -96,11 +96,11 @@ def run_locomo(data: str | Path, *, ks: list[int], store: str | None = None,
                     questions += 1
                     category = CATEGORIES.get(qa["category"], str(qa["category"]))
                     qvec = memory.embedder.embed([qa["question"]], kind="query")[0]
-                    for system, mode in SYSTEMS.items():
+                    for system, options in SYSTEMS.items():
                         result = memory.retriever.search(scope, qa["question"], k=max(ks),
-                                                         filters=filters, mode=mode,
+                                                         filters=filters,
                                                          query_vector=qvec, touch=False,
-                                                         preset=memory.settings.scoring)
+                                                         preset=memory.settings.scoring, **options)
                         ranked = [sample["_dia"].get(h.id) for h in result.hits]
                         table.add(system, category, ranked, gold)
         embedder_name = memory.embedder.name

@@ -68,10 +68,10 @@ def run_memdaily(data: str | Path, *, ks: list[int], store: str | None = None,
                     continue
                 questions += 1
                 qvec = memory.embedder.embed([qa["question"]], kind="query")[0]
-                for system, mode in SYSTEMS.items():
+                for system, options in SYSTEMS.items():
                     hits = memory.retriever.search(scope, qa["question"], k=max(ks), filters=filters,
-                                                   mode=mode, query_vector=qvec, touch=False,
-                                                   preset=memory.settings.scoring).hits
+                                                   query_vector=qvec, touch=False,
+                                                   preset=memory.settings.scoring, **options).hits
                     table.add(system, qtype, [mids.get(h.id) for h in hits], qa["target_step_id"])
         embedder_name = memory.embedder.name
     return {"benchmark": "memdaily", "data": str(data), "embedder": embedder_name,

@@ -9,6 +9,7 @@ neighbouring turns carry the words the turn itself lacks.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -16,6 +17,7 @@ from ..types import MemoryItem, Message, Role
 from .text import is_cjk_text, tokenize
 
 __all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "item_texts", "build_query",
+           "split_question",
            "BODY_WEIGHT", "CONTEXT_WEIGHT"]
 
 _MONTHS = ("January February March April May June July August September October "
@@ -106,3 +108,30 @@ def build_query(query: str, recent: Sequence[str] = (), turns: int = 3) -> tuple
     dense = " ".join([*recent, query]).strip() if recent else query
     return lexical, dense
 
+
+
+# A new question starts where a sentence ends and the next one opens with "also":
+# "我上司的电话是多少？另外，我住的小区叫什么？" / "Where does she work? Also, when…".
+# Only this marked case is split; a question that is long, or wrapped in small talk,
+# stays whole.
+_NEXT_QUESTION = re.compile(
+    r"(?<=[？?！!。.；;])[\s\"'”’」』]*"
+    r"(?:另外|此外|还有|再者|顺便问(?:一?下)?|also|additionally|and also|one more thing)"
+    r"\s*[，,、:：]\s*", re.IGNORECASE)
+
+
+def split_question(query: str) -> list[str]:
+    """The questions a compound query asks, in order ("X? Also, Y?" → ["X?", "Y?"]).
+
+    A query is split only where a sentence ends and the next begins with a connective
+    such as 另外 / 此外 / also; a part without a single index token (a bare "Also,")
+    joins the part before it. A query with one question comes back as ``[query]``.
+    """
+    parts: list[str] = []
+    for piece in _NEXT_QUESTION.split(query):
+        piece = piece.strip()
+        if parts and not tokenize(piece):
+            parts[-1] = f"{parts[-1]} {piece}".strip()
+        elif piece:
+            parts.append(piece)
+    return parts or [query]

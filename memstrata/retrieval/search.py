@@ -17,11 +17,13 @@ from typing import Literal
 
 import numpy as np
 
+from ..config import Settings
 from ..providers.embedders import Embedder, content_hash
 from ..stores.base import DocInfo, Store
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, utcnow
-from .documents import build_query
-from .fusion import fuse
+from .documents import build_query, split_question
+from .fusion import Candidate, Fused, fuse
+from .text import analyze
 from .scoring import ScoringPreset, final_score, get_preset
 
 __all__ = ["Retriever", "SearchResult", "Mode", "embed_cached"]
@@ -60,29 +62,22 @@ def embed_cached(store: Store, embedder: Embedder, texts: Sequence[str],
     return np.stack([cached[h] for h in hashes]).astype(np.float32)
 
 
+def _best_first(scores: dict[str, float]) -> list[Candidate]:
+    return sorted(scores.items(), key=lambda c: (-c[1], c[0]))
+
+
 class Retriever:
     """Hybrid search over one store with one embedder."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, candidates: int = 50,
-                 fusion: str = "weighted", dense_weight: float = 0.43,
-                 lexical_weight: float = 0.57, context_weight: float = 0.5,
-                 body_weight: float = 3.0, speaker_boost: float = 0.1,
-                 query_turns: int = 3) -> None:
+    def __init__(self, store: Store, embedder: Embedder, settings: Settings | None = None) -> None:
         self.store = store
         self.embedder = embedder
-        self.candidates = candidates
-        self.fusion = fusion
-        self.dense_weight = dense_weight
-        self.lexical_weight = lexical_weight
-        self.context_weight = context_weight
-        self.body_weight = body_weight
-        self.speaker_boost = speaker_boost
-        self.query_turns = query_turns
+        self.settings = settings or Settings()  # candidates, fusion and weights, expansion…
 
     def _named_speaker(self, query: str, infos: "Iterable[DocInfo]") -> str | None:
         """The speaker tag to boost when the query names exactly one of the speakers
         among the candidates ("What did Caroline say…" → Caroline's turns)."""
-        if not self.speaker_boost:
+        if not self.settings.speaker_boost:
             return None
         speakers = {t for info in infos for t in info.tags if t.startswith("speaker:")}
         lowered = query.lower()
@@ -90,26 +85,102 @@ class Retriever:
                  if re.search(rf"(?<!\w){re.escape(t[8:].lower())}(?!\w)", lowered)]
         return named[0] if len(named) == 1 else None
 
+    def _candidates(self, scope: Scope, query: str, recent: Sequence[str], filters: Filters,
+                    limit: int, mode: Mode, vector: np.ndarray | None, expansion: float,
+                    ) -> tuple[list[Fused], list[Candidate], list[Candidate], str]:
+        """Fused candidates for one question: ``(fused, lexical, dense, lexical_query)``."""
+        lexical_query, dense_text = build_query(query, recent, self.settings.query_turns)
+        lexical: list[Candidate] = []
+        if mode != "dense":
+            lexical = self._lexical(scope, lexical_query, filters, limit)
+        dense: list[Candidate] = []
+        if mode != "lexical":
+            if vector is None:
+                vector = self.embedder.embed([dense_text], kind="query")[0]
+            dense = self.store.vector_search(scope, vector, filters, limit)
+        fused = self._fuse(dense, lexical)
+        if expansion > 0 and lexical and fused:
+            lexical = self._expand(scope, lexical_query, fused[0].id, lexical, filters, limit,
+                                   expansion)
+            fused = self._fuse(dense, lexical)
+        return fused, lexical, dense, lexical_query
+
+    def _lexical(self, scope: Scope, tokens: str, filters: Filters, limit: int) -> list[Candidate]:
+        return self.store.lexical_search(scope, tokens, filters, limit,
+                                         context_weight=self.settings.context_weight,
+                                         body_weight=self.settings.body_weight)
+
+    def _fuse(self, dense: list[Candidate], lexical: list[Candidate]) -> list[Fused]:
+        s = self.settings
+        return fuse(dense, lexical, method=s.fusion, dense_weight=s.dense_weight,
+                    lexical_weight=s.lexical_weight)
+
+    def _expand(self, scope: Scope, lexical_query: str, top_id: str, lexical: list[Candidate],
+                  filters: Filters, limit: int, weight: float) -> list[Candidate]:
+        """Query expansion by pseudo-relevance feedback: the words of the best hit that the
+        query lacks are a second lexical query, added at ``weight`` (both lists scaled to a
+        best of 1).
+
+        "我刚路过的商场叫什么？" finds "我刚才路过的商场是大润发。"; its new word
+        "大润发" then finds "大润发里的东西真全…", which the question never names.
+        """
+        info = self.store.doc_info(scope, [top_id]).get(top_id)
+        asked = set(lexical_query.split())
+        extra = [t for t in dict.fromkeys(analyze(info.text)) if t not in asked] if info else []
+        if not extra:
+            return lexical
+        second = [(d, s) for d, s in self._lexical(scope, " ".join(extra), filters, limit)
+                  if d != top_id]
+        if not second:
+            return lexical
+        first_best = max(s for _, s in lexical) or 1.0
+        second_best = max(s for _, s in second) or 1.0
+        scores = {d: s / first_best for d, s in lexical}
+        for d, s in second:
+            scores[d] = scores.get(d, 0.0) + weight * s / second_best
+        return sorted(scores.items(), key=lambda c: (-c[1], c[0]))[:limit]
+
     def search(self, scope: Scope, query: str, *, k: int = 10, filters: Filters | None = None,
                recent: Sequence[str] = (), preset: "str | ScoringPreset" = "balanced",
                mode: Mode = "hybrid", now: datetime | None = None, explain: bool = False,
-               query_vector: np.ndarray | None = None, touch: bool = True) -> SearchResult:
+               query_vector: np.ndarray | None = None, touch: bool = True,
+               split: bool | None = None, expansion: float | None = None) -> SearchResult:
+        """Top ``k`` hits for ``query`` in ``scope``.
+
+        A compound query ("X? Also, Y?") is searched question by question and each
+        candidate keeps its best similarity, so one question cannot crowd the other out
+        of the top ``k``. ``query_vector`` is the embedded query and is used when the
+        query is a single question. ``split``/``expansion`` override the retriever's
+        settings for this call (``expansion=0`` turns query expansion off).
+        """
         filters = filters or Filters()
         scoring = get_preset(preset)
         now = now or utcnow()
-        lexical_query, dense_text = build_query(query, recent, self.query_turns)
-        limit = max(self.candidates, k)
-        lexical = (self.store.lexical_search(scope, lexical_query, filters, limit,
-                                             context_weight=self.context_weight,
-                                             body_weight=self.body_weight)
-                   if mode != "dense" else [])
-        dense: list[tuple[str, float]] = []
-        if mode != "lexical":
-            if query_vector is None:
-                query_vector = self.embedder.embed([dense_text], kind="query")[0]
-            dense = self.store.vector_search(scope, query_vector, filters, limit)
-        fused = fuse(dense, lexical, method=self.fusion, dense_weight=self.dense_weight,
-                     lexical_weight=self.lexical_weight)
+        limit = max(self.settings.candidates, k)
+        expansion = self.settings.expansion_weight if expansion is None else expansion
+        split = self.settings.split_questions if split is None else split
+        questions = split_question(query) if split else [query]
+        vectors: list[np.ndarray | None] = [query_vector]
+        if len(questions) > 1:
+            vectors = [None] * len(questions)
+            if mode != "lexical":
+                texts = [build_query(q, recent, self.settings.query_turns)[1] for q in questions]
+                vectors = list(self.embedder.embed(texts, kind="query"))
+        best: dict[str, Fused] = {}
+        lexical_all: dict[str, float] = {}
+        dense_all: dict[str, float] = {}
+        lexical_queries = []
+        for question, vector in zip(questions, vectors):
+            fused, lexical, dense, lexical_query = self._candidates(
+                scope, question, recent, filters, limit, mode, vector, expansion)
+            lexical_queries.append(lexical_query)
+            for f in fused:
+                if f.id not in best or f.similarity > best[f.id].similarity:
+                    best[f.id] = f
+            for pool, found in ((lexical_all, lexical), (dense_all, dense)):
+                for d, s in found:
+                    pool[d] = max(s, pool.get(d, s))
+        fused = sorted(best.values(), key=lambda f: (-f.similarity, f.id))
         infos = self.store.doc_info(scope, [f.id for f in fused])
         boosted = self._named_speaker(query, infos.values())
         scored = []
@@ -119,7 +190,7 @@ class Retriever:
                 continue
             score, fresh, layer_weight = final_score(f.similarity, info.created_at, info.importance,
                                                      info.layer.value, now, scoring)
-            boost = 1.0 + self.speaker_boost if boosted and boosted in info.tags else 1.0
+            boost = 1.0 + self.settings.speaker_boost if boosted and boosted in info.tags else 1.0
             score *= boost
             parts = ScoreParts(similarity=f.similarity, dense=f.dense, lexical=f.lexical,
                                recency=fresh, importance=info.importance, layer_weight=layer_weight,
@@ -135,5 +206,7 @@ class Retriever:
             items = [h.id for h in hits if h.layer is Layer.SEMANTIC]
             if items:
                 self.store.touch_items(scope, items, now)
-        return SearchResult(hits, lexical if explain else [], dense if explain else [],
-                            lexical_query)
+        if not explain:
+            lexical_all, dense_all = {}, {}
+        return SearchResult(hits, _best_first(lexical_all), _best_first(dense_all),
+                            " | ".join(lexical_queries))

@@ -308,10 +308,14 @@ class Pipeline:
     def matching(self, scope: Scope, query: str) -> list[str]:
         """Ids of the user's items a forget query names: a shared word (lexical hit), a slot
         that contains it, or a near-identical meaning (cosine ≥ ``forget_similarity``)."""
+        # Words from the query itself (no expansion words), and the raw cosine: the
+        # hits' dense part is normalised within the list, so the nearest item always has 1.0.
         result = self.retriever.search(scope, query, k=50, filters=Filters(
-            layers=(Layer.SEMANTIC,), statuses=tuple(Status)), touch=False)
+            layers=(Layer.SEMANTIC,), statuses=tuple(Status)), touch=False, explain=True,
+            expansion=0.0)
+        cosine = dict(result.dense_candidates)
         out = [h.id for h in result.hits if h.parts.lexical is not None
-               or (h.parts.dense or 0.0) >= self.config.forget_similarity]
+               or cosine.get(h.id, 0.0) >= self.config.forget_similarity]
         q = query.casefold().strip()
         for item in self.store.list_items(scope, Filters(statuses=tuple(Status)), limit=10**6):
             slots = " ".join(v for v in (item.attribute, item.value) if v).casefold()
