@@ -359,16 +359,21 @@ def test_each_question_of_a_compound_query_gets_its_best_hit(tmp_path, mode):
     assert tops[True][1] == "家电都是西门子牌子的。" and tops[True][0].startswith("表哥的工作单位")
 
 
-def test_query_expansion_finds_what_the_best_hit_names(tmp_path):
-    statements = ["我刚才路过的那个商场是大润发。", "大润发里的东西真全，就是人太多。",
-                  "我上司的电话号码是15399436635。", "I parked near the mall."]
+@pytest.mark.parametrize("statements, query", [
+    (["我刚才路过的那个商场是大润发。", "大润发里的东西真全，就是人太多。",
+      "我上司的电话号码是15399436635。", "我把车停在了车站附近。"], "我刚刚路过的商场叫什么？"),
+    (["The mall I passed this morning was Costco.", "Costco is always crowded on Saturdays.",
+      "My manager's phone number is 555-0199.", "I parked near the station."],
+     "Which mall did I pass?"),
+])
+def test_query_expansion_finds_what_the_best_hit_names(tmp_path, statements, query):
     found = {}
     for weight in (0.3, 0.0):
         with Memory(f"sqlite:///{tmp_path / f'{weight}.db'}", embedder="hash:64", worker="off",
                     expansion_weight=weight) as m:
             _said(m, *statements)
-            found[weight] = m.search("我刚刚路过的商场叫什么？", "u", k=2, mode="lexical")
-    # "大润发", a word of the best hit, finds the turn that never says 商场
+            found[weight] = m.search(query, "u", k=2, mode="lexical")
+    # a word of the best hit (大润发 / Costco) finds the turn that never names the mall
     assert [h.text for h in found[0.3]] == statements[:2]
     assert found[0.3][1].parts.lexical == pytest.approx(0.3)
     assert [h.text for h in found[0.0]] == statements[:1]
