@@ -116,7 +116,7 @@ class Retriever:
                     lexical_weight=s.lexical_weight)
 
     def _expand(self, scope: Scope, lexical_query: str, top_id: str, lexical: list[Candidate],
-                  filters: Filters, limit: int, weight: float) -> list[Candidate]:
+                filters: Filters, limit: int, weight: float) -> list[Candidate]:
         """Query expansion by pseudo-relevance feedback: the words of the best hit that the
         query lacks are a second lexical query, added at ``weight`` (both lists scaled to a
         best of 1).
@@ -138,7 +138,7 @@ class Retriever:
         scores = {d: s / first_best for d, s in lexical}
         for d, s in second:
             scores[d] = scores.get(d, 0.0) + weight * s / second_best
-        return sorted(scores.items(), key=lambda c: (-c[1], c[0]))[:limit]
+        return _best_first(scores)[:limit]
 
     def search(self, scope: Scope, query: str, *, k: int = 10, filters: Filters | None = None,
                recent: Sequence[str] = (), preset: "str | ScoringPreset" = "balanced",
