@@ -189,13 +189,7 @@ class UsageReport:
     @property
     def total(self) -> UsageSummary:
         """All calls together."""
-        out = UsageSummary()
-        for s in self.calls.values():
-            out = UsageSummary(out.calls + s.calls, out.failures + s.failures,
-                               out.prompt_tokens + s.prompt_tokens,
-                               out.completion_tokens + s.completion_tokens,
-                               out.latency_s + s.latency_s)
-        return out
+        return sum(self.calls.values(), UsageSummary())
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (what ``memstrata usage --json`` prints)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -35,9 +36,9 @@ from .layers.semantic.profile import Profile
 from .providers.embedders import Embedder, parse_embedder
 from .providers.llm import LLM, parse_provider
 from .retrieval.scoring import ScoringPreset
-from .retrieval.search import Mode, Retriever, SearchResult, embed_cached
+from .retrieval.search import Mode, Retriever, SearchResult
 from .stores import open_store
-from .stores.base import IndexDoc, Job, ProfileVersion, SessionInfo, Store
+from .stores.base import Job, ProfileVersion, SessionInfo, Store
 from .sessions import Resume, SessionManager, SessionState, open_session_store
 from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
                     SearchHit, Status, new_id, utcnow)
@@ -208,7 +209,7 @@ class Memory:
             # with an extraction job coming, the words are indexed now and the vectors by
             # the job: embedding is most of a write's cost (see docs/benchmarks.md)
             later = job is not None and self.settings.embed_on_add == "background"
-            self._index_messages(scope, session_id, stored, vectors=not later)
+            self.pipeline.index_turns(scope, session_id, stored, vectors=not later)
         if manager is not None and self.assist is None:
             manager.summarise(scope, session_id)
         elif manager is not None:  # an LLM summary: in the background, not in add()
@@ -217,10 +218,6 @@ class Memory:
             self.worker.start()
             self.worker.wake()
         return AddResult(session_id, stored)
-
-    def _index_messages(self, scope: Scope, session_id: str, stored: list[Message], *,
-                        vectors: bool = True) -> None:
-        self.pipeline.index_turns(scope, session_id, stored, vectors=vectors)
 
     def messages(self, user_id: str, session_id: str = "default", *,
                  agent_id: str | None = None) -> list[Message]:
@@ -259,7 +256,7 @@ class Memory:
                 batch = self.settings.embed_batch
                 msgs = result.messages
                 for start in range(0, len(msgs), batch):
-                    self._index_messages(scope, result.session_id, msgs[start:start + batch])
+                    self.pipeline.index_turns(scope, result.session_id, msgs[start:start + batch])
                     bar.update(len(msgs[start:start + batch]))
         return results
 
@@ -544,10 +541,7 @@ class Memory:
         """Close and archive a session now (a last summary step first); its summary and
         messages stay, but it no longer feeds new prompts until written to again."""
         scope = self._scope(user_id, agent_id)
-        if self.assist is not None:
-            with self.assist.scoped(scope):
-                state, handed = self._sessions().archive(scope, session_id)
-        else:
+        with self.assist.scoped(scope) if self.assist is not None else nullcontext():
             state, handed = self._sessions().archive(scope, session_id)
         self._after_archive(scope, session_id, handed)
         return state
@@ -562,7 +556,7 @@ class Memory:
 
     def _after_archive(self, scope: Scope, session_id: str, handed: list[Message]) -> None:
         if handed:  # messages a Redis session held: index what the main store now has
-            self._index_messages(scope, session_id, self.store.get_messages(
+            self.pipeline.index_turns(scope, session_id, self.store.get_messages(
                 scope, session_id, start=handed[0].seq))
         extract = getattr(self, "enqueue_extraction", None)
         if callable(extract):  # the background write pipeline, when this Memory has one
@@ -654,7 +648,8 @@ class Memory:
         for info in tqdm(self.store.list_sessions(scope), desc="reindex", disable=not progress):
             msgs = self.store.get_messages(scope, info.session_id)
             for start in range(0, len(msgs), self.settings.embed_batch):
-                self._index_messages(scope, info.session_id, msgs[start:start + self.settings.embed_batch])
+                self.pipeline.index_turns(scope, info.session_id,
+                                          msgs[start:start + self.settings.embed_batch])
             count += len(msgs)
         items = self.store.list_items(scope, Filters(statuses=tuple(Status)), limit=10**9)
         for item in items:

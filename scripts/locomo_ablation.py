@@ -8,7 +8,7 @@ its own before it went into the library. Needs scipy (`pip install scipy`).
 
 Vectors are cached in --cache (default: a folder in the system temp dir).
 """
-import json, re, os, sys, math, time
+import json, re, os, time
 from collections import Counter, defaultdict
 import numpy as np
 import scipy.sparse as sp
@@ -179,7 +179,7 @@ def build_lex(convs, ctx=1):
         own = [tokenize('%s: %s' % (t['speaker'], t['text'])) for t in T]
         txt = [tokenize(t['text']) for t in T]
         spk = [tokenize(t['speaker']) for t in T]
-        prev, nxt, both2 = [], [], []
+        prev, nxt = [], []
         for i, t in enumerate(T):
             p = [own[j] for j in range(i - ctx, i) if j >= 0 and T[j]['sess'] == t['sess']]
             n = [own[j] for j in range(i + 1, i + 1 + ctx) if j < len(T) and T[j]['sess'] == t['sess']]
@@ -339,8 +339,6 @@ def main():
     args = parser.parse_args()
     DATA, SCR = args.data, args.cache
     os.makedirs(SCR, exist_ok=True)
-    import json as _j
-    import json as _j
     convs,_=load(); L=build_lex(convs,ctx=2); L1=build_lex(convs,ctx=1)
     Q=embed_cached('q',[q['q'] for c in convs for q in c['qa']],query=True); ET=embed_cached('turn',dense_texts(convs,'turn'))
     EW=embed_cached('winprev',dense_texts(convs,'winprev'))
@@ -375,7 +373,7 @@ def main():
         return np.argsort(-out,kind='stable')
     RES['D + dense by RRF(k=60)']=evaluate(convs,rrf,'D + dense by RRF(k=60)')
     RES['I with prev+own vectors (library choice)']=evaluate(convs,lambda ci,qi: recipe_rank(convs[ci],L[ci],convs[ci]['qa'][qi]['q'],Q[qoff[ci]+qi],EW[off[ci]:off[ci+1]]),'I with prev+own vectors')
-    _j.dump(RES,open(os.path.join(SCR,'ablation.json'),'w'),indent=1)
+    json.dump(RES,open(os.path.join(SCR,'ablation.json'),'w'),indent=1)
     print('results:', os.path.join(SCR,'ablation.json'))
 
 

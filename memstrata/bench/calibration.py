@@ -121,10 +121,9 @@ def run_calibration(embedder: str | None = None, *, dedup: float = 0.92,
             cos[category][group] = [float(vectors[a] @ vectors[b]) for a, b in pairs]
             rows += [{"category": category, "group": group, "a": a, "b": b, "cos": round(c, 3)}
                      for (a, b), c in zip(pairs, cos[category][group])]
-    bands = {c: {**{g: _band(v) for g, v in groups.items()},
-                 "all": _band([x for v in groups.values() for x in v])}
-             for c, groups in cos.items()}
     every = {c: [x for v in groups.values() for x in v] for c, groups in cos.items()}
+    bands = {c: {**{g: _band(v) for g, v in groups.items()}, "all": _band(every[c])}
+             for c, groups in cos.items()}
     above = {c: {"over_dedup": round(float(np.mean([x > dedup for x in v])), 3),
                  "in_conflict_band": round(float(np.mean([conflict_low < x <= dedup for x in v])), 3),
                  "under_conflict_low": round(float(np.mean([x <= conflict_low for x in v])), 3)}

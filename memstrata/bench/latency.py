@@ -91,7 +91,7 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 def _fts5_baseline(memory: Memory, scope: Scope, queries: list[str]) -> dict[str, float] | None:
     """The same BM25 ranking asked of SQLite FTS5's own ``bm25()`` over the same file —
     the baseline the in-process postings mirror replaced. SQLite only."""
-    from ..retrieval.documents import BODY_WEIGHT, CONTEXT_WEIGHT, build_query
+    from ..retrieval.documents import build_query
     from ..stores.sqlite import SQLiteStore
 
     store = memory.store
@@ -108,7 +108,8 @@ def _fts5_baseline(memory: Memory, scope: Scope, queries: list[str]) -> dict[str
         store._x("SELECT d.id, -bm25(docs_fts, 0.0, ?, ?) AS s FROM docs_fts JOIN docs d ON "
                  "d.rowid = docs_fts.rowid WHERE docs_fts MATCH ? AND d.namespace=? AND d.user_id=? "
                  "ORDER BY s DESC LIMIT 50",
-                 (BODY_WEIGHT, CONTEXT_WEIGHT, match, scope.namespace, scope.user_id)).fetchall()
+                 (memory.settings.body_weight, memory.settings.context_weight, match,
+                  scope.namespace, scope.user_id)).fetchall()
         times.append(time.perf_counter() - t0)
     return _percentiles(times) if len(times) > 2 else None
 

@@ -148,6 +148,12 @@ class UsageSummary:
         """Average seconds per call (0 when there were none)."""
         return self.latency_s / self.calls if self.calls else 0.0
 
+    def __add__(self, other: "UsageSummary") -> "UsageSummary":
+        return UsageSummary(self.calls + other.calls, self.failures + other.failures,
+                            self.prompt_tokens + other.prompt_tokens,
+                            self.completion_tokens + other.completion_tokens,
+                            self.latency_s + other.latency_s)
+
     def add(self, r: UsageRecord) -> "UsageSummary":
         """These totals with one more record counted."""
         return UsageSummary(self.calls + 1, self.failures + (not r.ok),

@@ -17,8 +17,7 @@ from ..types import MemoryItem, Message, Role
 from .text import is_cjk_text, tokenize
 
 __all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "item_texts", "build_query",
-           "split_question",
-           "BODY_WEIGHT", "CONTEXT_WEIGHT"]
+           "split_question"]
 
 _MONTHS = ("January February March April May June July August September October "
            "November December").split()
@@ -33,10 +32,9 @@ def date_words(when: datetime, chinese: bool = False) -> str:
 
 # FTS5-style field weights for a turn (LoCoMo dev, leave-one-conversation-out stable):
 # own text 3, previous turn 1.5, the one before 1, next two turns 0.5 each, date 2.
-# The store scores two fields, body and context; the context field holds each
-# neighbour repeated so that REPEAT × CONTEXT_WEIGHT gives its weight.
-BODY_WEIGHT = 3.0
-CONTEXT_WEIGHT = 0.5
+# The store scores two fields, body and context (settings ``body_weight`` 3 and
+# ``context_weight`` 0.5); the context field holds each neighbour repeated so that
+# REPEAT × context_weight gives its weight.
 REPEAT = {"prev1": 3, "prev2": 2, "next1": 1, "next2": 1, "date": 4}
 
 
@@ -109,7 +107,6 @@ def build_query(query: str, recent: Sequence[str] = (), turns: int = 3) -> tuple
     return lexical, dense
 
 
-
 # A new question starts where a sentence ends and the next one opens with "also":
 # "我上司的电话是多少？另外，我住的小区叫什么？" / "Where does she work? Also, when…".
 # Only this marked case is split; a question that is long, or wrapped in small talk,
@@ -131,7 +128,7 @@ def split_question(query: str) -> list[str]:
     for piece in _NEXT_QUESTION.split(query):
         piece = piece.strip()
         if parts and not tokenize(piece):
-            parts[-1] = f"{parts[-1]} {piece}".strip()
+            parts[-1] = f"{parts[-1]} {piece}".rstrip()
         elif piece:
             parts.append(piece)
     return parts or [query]

@@ -644,14 +644,11 @@ class SQLiteStore(Store):
         otherwise the ids the filters allow, resolved in SQL."""
         if filters.is_scope_only and not filters.layers and set(filters.statuses) == {Status.ACTIVE}:
             return None
-        where, params = self._filter_sql(filters)
+        where, params = _filter_clauses(filters, "d")
         rows = self._x("SELECT d.id FROM docs d WHERE d.namespace=? AND d.user_id=?"
                        + "".join(f" AND {w}" for w in where),
                        (scope.namespace, scope.user_id, *params)).fetchall()
         return {r[0] for r in rows}
-
-    def _filter_sql(self, filters: Filters) -> tuple[list[str], list[object]]:
-        return _filter_clauses(filters, "d")
 
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
                        context_weight: float = 0.3,

@@ -180,26 +180,28 @@ class Pipeline:
         """
         scope = job.scope
         sid, lo, hi = job.payload["session_id"], int(job.payload["from_seq"]), int(job.payload["to_seq"])
-        # the job's turns get their vectors here when add() indexed only their words
-        # (embedding is the slow part of a write); from the cache when it did not
-        self.index_turns(scope, sid, self.store.get_messages(scope, sid, start=lo, limit=hi - lo + 1))
         ctx = self.config.window
         start = 0 if lo <= ctx + 2 else lo - ctx
         messages = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
+        # the job's turns get their vectors here when add() indexed only their words
+        # (embedding is the slow part of a write); from the cache when it did not
+        self.index_turns(scope, sid, [m for m in messages if m.seq >= lo])
         before = [m for m in messages if m.seq < lo]
         if start == 0 and _chat(before) < 2:
             lo = 0  # earlier jobs of this session deferred: they had under two turns
         own = [m for m in messages if m.seq >= lo]
         forgets = {m.id: q for m in own if m.role is Role.USER
                    and (q := forget_request(m)) is not None}
-        candidates = [c for c in extract(messages, window=0)
-                      if set(c.source_message_ids) & {m.id for m in own}
-                      and not set(c.source_message_ids) & set(forgets)]
+        own_ids = {m.id for m in own}
+
+        def from_this_job(c: Candidate) -> bool:  # read from the job's turns, not a forget turn
+            return bool(set(c.source_message_ids) & own_ids) and not set(c.source_message_ids) & set(forgets)
+
+        candidates = [c for c in extract(messages, window=0) if from_this_job(c)]
         if self.assist is not None:  # one call for the job; the rules fill in
             candidates = [c for c in self.assist.extract(
                 scope, messages, [m for m in own if m.id not in forgets], candidates)
-                if set(c.source_message_ids) & {m.id for m in own}
-                and not set(c.source_message_ids) & set(forgets)]
+                if from_this_job(c)]
         screened = screen(candidates, self.config.credibility)
         if screened.session_only or screened.dropped:
             log.debug("job %s: %d session-only and %d dropped candidates not stored", job.id,
@@ -231,10 +233,6 @@ class Pipeline:
         a dry run of the decisions records the band cases, then one call each."""
         assert self.assist is not None and vectors is not None
         asked: list[tuple[Candidate, MemoryItem]] = []
-
-        def record(cand: Candidate, item: MemoryItem) -> None:
-            asked.append((cand, item))
-
         for i, cand in enumerate(cands):
             neighbours = []
             for item_id, cos in self.store.vector_search(scope, vectors[i], _SEMANTIC,
@@ -243,7 +241,8 @@ class Pipeline:
                     neighbours.append(Neighbor(self.store.get_item(scope, item_id), cos))
                 except NotFoundError:
                     pass
-            decide(cand, neighbours, self.config.decide, judge=record)
+            decide(cand, neighbours, self.config.decide,
+                   judge=lambda c, item: asked.append((c, item)))  # records, answers None
         judge = self.assist.judge(scope)
         out = {}
         for cand, item in asked:
@@ -257,7 +256,7 @@ class Pipeline:
                now: datetime, sid: str, verdicts: dict[tuple[str, str, int], str] | None = None,
                ) -> None:
         def judge(cand: Candidate, item: MemoryItem) -> str | None:
-            return (verdicts or {}).get((cand.content, item.id, item.version))
+            return verdicts.get((cand.content, item.id, item.version)) if verdicts else None
 
         state: dict[str, MemoryItem] = {}
         for item_id in sorted({i for h in hits for i, _ in h} - gone):
