@@ -379,6 +379,20 @@ def test_query_expansion_finds_what_the_best_hit_names(tmp_path, statements, que
     assert [h.text for h in found[0.0]] == statements[:1]
 
 
+def test_forgetting_a_turn_keeps_the_speaker_tags_of_the_others(tmp_path):
+    with Memory(f"sqlite:///{tmp_path / 't.db'}", embedder="hash:64") as m:
+        m.add([{"role": "user", "name": "Caroline", "content": "I went to the pottery class"},
+               {"role": "user", "name": "Melanie", "content": "I painted a sunrise"},
+               {"role": "user", "name": "Caroline", "content": "I like tennis."}], "u", "s")
+        m.flush()
+        tennis = next(i for i in m.list("u") if "tennis" in i.content)
+        m.forget(tennis.id, "u", messages=True)  # the session's other turns are re-indexed
+        assert [x.content for x in m.messages("u", "s")] == ["I went to the pottery class",
+                                                              "I painted a sunrise"]
+        found = m.search("pottery class", "u", filters={"tags": ["speaker:Caroline"]})
+        assert [h.text for h in found] == ["Caroline: I went to the pottery class"]
+
+
 def test_add_indexes_words_at_once_and_vectors_in_the_background(tmp_path):
     with Memory(f"sqlite:///{tmp_path / 'b.db'}", embedder="hash:64", worker="off") as m:
         m.add([{"role": "user", "content": "the heron nests by the canal"}], "u", "s")

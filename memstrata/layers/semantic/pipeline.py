@@ -48,6 +48,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memstrata.pipeline")
 
+
+def _turn_doc(turn: Message, texts: tuple[str, str, str, str], session_id: str,
+              vector: np.ndarray | None = None) -> IndexDoc:
+    """The index document of a raw turn from its :func:`window_texts`; without a
+    ``vector`` the store keeps the one it has."""
+    display, body, context, _ = texts
+    return IndexDoc(id=turn.id, layer=Layer.EPISODIC, text=display, body=body, context=context,
+                    created_at=turn.created_at, session_id=session_id, tags=speaker_tags(turn),
+                    vector=vector)
+
 _SEMANTIC = Filters(layers=(Layer.SEMANTIC,))
 _OPS = {Action.BOOST: "boost", Action.SUPERSEDE: "supersede", Action.KEEP_BOTH: "edit"}
 PROFILE_FIELDS = ("name", "role", "goals", "current", "preferences", "language")
@@ -143,16 +153,10 @@ class Pipeline:
             return
         texts = [window_texts(turns, i) for i in fresh]
         embedded = embed_cached(self.store, self.embedder, [t[3] for t in texts]) if vectors else None
-        out = [IndexDoc(id=turns[i].id, layer=Layer.EPISODIC, text=t[0], body=t[1], context=t[2],
-                        created_at=turns[i].created_at, session_id=session_id,
-                        tags=speaker_tags(turns[i]),
-                        vector=embedded[j] if embedded is not None else None)
+        out = [_turn_doc(turns[i], t, session_id, embedded[j] if embedded is not None else None)
                for j, (i, t) in enumerate(zip(fresh, texts))]
-        for i in range(max(0, fresh[0] - 2), fresh[0]):
-            display, body, context, _ = window_texts(turns, i)
-            out.append(IndexDoc(id=turns[i].id, layer=Layer.EPISODIC, text=display, body=body,
-                                context=context, created_at=turns[i].created_at, session_id=session_id,
-                                tags=speaker_tags(turns[i])))
+        out += [_turn_doc(turns[i], window_texts(turns, i), session_id)
+                for i in range(max(0, fresh[0] - 2), fresh[0])]
         self.store.index(scope, out)
 
     def write(self, scope: Scope, new: MemoryItem, old: MemoryItem | None, op: str, actor: str,
@@ -356,12 +360,8 @@ class Pipeline:
         for session_id in dict.fromkeys(touched):
             # neighbouring turns carry a deleted turn's words in their context field
             kept = [m for m in self.store.get_messages(scope, session_id) if m.role is not Role.SYSTEM]
-            docs = []
-            for i, m in enumerate(kept):
-                display, body, context, _ = window_texts(kept, i)
-                docs.append(IndexDoc(id=m.id, layer=Layer.EPISODIC, text=display, body=body,
-                                     context=context, created_at=m.created_at, session_id=session_id))
-            self.store.index(scope, docs)
+            self.store.index(scope, [_turn_doc(m, window_texts(kept, i), session_id)
+                                     for i, m in enumerate(kept)])
 
     def forget_user(self, scope: Scope, *, messages: bool = True) -> None:
         """Everything of a user, then compaction so the bytes leave the file."""
