@@ -6,16 +6,20 @@ Start with :class:`Memory`; errors are in :mod:`memstrata.errors`.
 from .errors import (BudgetError, ConfigError, ConflictError, JobError, MemstrataError,
                      NotFoundError, ProviderError, StoreError, ToolCallSequenceError,
                      ValidationError)
-from .memory import AddResult, Memory
+from .memory import AddResult, Memory, UserMemory
+from .requests import ContextRequest, SearchRequest
 from .retrieval.search import SearchResult
-from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
-                    ScoreParts, SearchHit, Status)
+from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope, ScoreParts,
+                    SearchHit, Status)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Memory",
+    "UserMemory",
     "AddResult",
+    "SearchRequest",
+    "ContextRequest",
     "SearchResult",
     "Filters",
     "ItemVersion",

@@ -8,98 +8,160 @@ overrides the default; keyword arguments to :class:`~memstrata.Memory` override 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["Settings", "SETTINGS"]
+__all__ = ["Settings", "SETTINGS", "Setting", "SCORING_PRESETS"]
 
 
 @dataclass(frozen=True, slots=True)
 class Setting:
+    """One setting: its default, type, help line and what values it allows.
+
+    ``choices`` lists the allowed values of a setting with fixed options; ``low`` and
+    ``high`` bound a number (inclusive). :meth:`Settings.load` checks them all.
+    """
+
     name: str
     default: Any
     type: type
     help: str
+    choices: tuple[str, ...] = ()
+    low: float | None = None
+    high: float | None = None
 
     @property
     def env(self) -> str:
         return f"MEMSTRATA_{self.name.upper()}"
 
+    def check(self, value: Any) -> Any:
+        """``value`` if this setting allows it; a ConfigError that says what is allowed."""
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool)):
+            raise ConfigError(f"setting {self.name} must be a {self.type.__name__}, "
+                              f"not {value!r}")
+        if self.choices and value not in self.choices:
+            raise ConfigError(f"setting {self.name}={value!r} is not allowed; use one of "
+                              f"{', '.join(self.choices)}")
+        number = float(value) if isinstance(value, (int, float)) else 0.0
+        if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
+            bounds = (f"between {self.low:g} and {self.high:g}" if self.low is not None
+                      and self.high is not None else
+                      f"at least {self.low:g}" if self.low is not None else f"at most {self.high:g}")
+            raise ConfigError(f"setting {self.name}={value!r} is out of range; it must be {bounds}")
+        return value
+
+    @property
+    def allowed(self) -> str:
+        """The allowed values in words (for the docs), or ``""``."""
+        if self.choices:
+            return ", ".join(self.choices)
+        if self.low is not None and self.high is not None:
+            return f"{self.low:g} – {self.high:g}"
+        if self.low is not None:
+            return f"≥ {self.low:g}"
+        return ""
+
+
+#: The scoring presets of :mod:`memstrata.retrieval.scoring` (a test keeps them equal).
+SCORING_PRESETS = ("balanced", "fresh", "decay", "support", "relevance")
+
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("store", "sqlite:///memstrata.db", str, "Storage URL: sqlite:///file.db or memory://"),
+    Setting("store", "sqlite:///memstrata.db", str,
+            "Storage URL: sqlite:///file.db, memory:// or postgresql://user@host/db"),
     Setting("embedder", "local:e5-small", str,
             "Embedding provider: local:e5-small, local:minilm, hash:256, openai:MODEL, "
             "openai-compatible:URL#MODEL"),
     Setting("namespace", "", str, "Default agent/app namespace for every call"),
-    Setting("max_message_chars", 200_000, int, "Longest message content accepted, in characters"),
+    Setting("max_message_chars", 200_000, int, "Longest message content accepted, in characters",
+            low=1),
     Setting("scoring", "balanced", str,
-            "Scoring preset: balanced (0.6/0.3/0.1), fresh (0.4/0.3/0.3), decay, support, relevance"),
-    Setting("candidates", 50, int, "Candidates taken from each of the dense and lexical lists"),
-    Setting("fusion", "weighted", str, "Fusion of dense and lexical lists: weighted or rrf"),
-    Setting("dense_weight", 0.43, float, "Weight of the dense list in fusion"),
-    Setting("lexical_weight", 0.57, float, "Weight of the lexical (BM25) list in fusion"),
-    Setting("body_weight", 3.0, float, "BM25 weight of a document's own text"),
+            "Scoring preset: balanced (0.6/0.3/0.1), fresh (0.4/0.3/0.3), decay, support, relevance",
+            choices=SCORING_PRESETS),
+    Setting("candidates", 50, int, "Candidates taken from each of the dense and lexical lists",
+            low=1, high=1000),
+    Setting("fusion", "weighted", str, "Fusion of dense and lexical lists: weighted or rrf",
+            choices=("weighted", "rrf")),
+    Setting("dense_weight", 0.43, float, "Weight of the dense list in fusion", low=0.0),
+    Setting("lexical_weight", 0.57, float, "Weight of the lexical (BM25) list in fusion",
+            low=0.0),
+    Setting("body_weight", 3.0, float, "BM25 weight of a document's own text", low=0.0),
     Setting("context_weight", 0.5, float,
-            "BM25 weight of a turn's context field (neighbouring turns, date; see docs/retrieval.md)"),
+            "BM25 weight of a turn's context field (neighbouring turns, date; see docs/retrieval.md)",
+            low=0.0),
     Setting("speaker_boost", 0.1, float,
-            "Score boost for turns by the one speaker a query names (0 turns it off)"),
+            "Score boost for turns by the one speaker a query names (0 turns it off)",
+            low=0.0),
     Setting("split_questions", True, bool,
             "Search each question of a compound query (\"X? Also, Y?\" / \"X？另外，Y？\") on its own"),
     Setting("expansion_weight", 0.3, float,
             "Query expansion from the best hit (pseudo-relevance feedback): weight of its "
-            "other words as a second lexical query (0 turns it off)"),
+            "other words as a second lexical query (0 turns it off)", low=0.0),
     Setting("embed_on_add", "background", str,
             "When add() embeds new turns: background (in their extraction job; add() returns "
-            "in about a millisecond) or inline"),
-    Setting("query_turns", 3, int, "Recent turns added to the query besides the current message"),
-    Setting("embed_batch", 32, int, "Texts per embedding call during imports"),
+            "in about a millisecond) or inline", choices=("background", "inline")),
+    Setting("query_turns", 3, int, "Recent turns added to the query besides the current message",
+            low=0),
+    Setting("embed_batch", 32, int, "Texts per embedding call during imports", low=1),
     Setting("sessions", "", str,
-            "Session store URL: empty = the main SQLite store; redis://host:6379/0 or "
-            "redis+cluster://host:7000 (add ?prefix=NAME to share a server)"),
-    Setting("summary_every", 10, int, "Messages between two progressive summary steps (R2.1)"),
+            "Session store URL: empty = the main store's own session rows (SQLite or "
+            "PostgreSQL); redis://host:6379/0 or redis+cluster://host:7000 (add ?prefix=NAME "
+            "to share a server)"),
+    Setting("summary_every", 10, int, "Messages between two progressive summary steps (R2.1)",
+            low=1),
     Setting("session_idle_minutes", 30.0, float,
-            "Idle time after which archive_idle() closes and archives a session"),
-    Setting("session_window", 50, int, "Recent messages a session state carries"),
+            "Idle time after which archive_idle() closes and archives a session", low=0.0),
+    Setting("session_window", 50, int, "Recent messages a session state carries", low=1),
     Setting("trigger_words", "上次,我之前说过,我的习惯是,last time,as I said", str,
             "Comma-separated words that switch context() from light warm-up to deep recall"),
     Setting("extraction", "rules", str,
-            "L3 extraction after add(): rules (offline, in a background job) or off"),
+            "L3 extraction after add(): rules (offline, in a background job) or off",
+            choices=("rules", "off")),
     Setting("llm", "", str,
             "LLM for extraction, conflict judgment and summaries: empty = offline rules only; "
             "openai:MODEL or openai-compatible:URL#MODEL (see docs/providers.md)"),
     Setting("llm_daily_budget", 0, int,
-            "LLM calls per user per UTC day (0 = unlimited); past it, rules only (recorded)"),
-    Setting("llm_timeout_s", 60.0, float, "Seconds an LLM call may take before it fails"),
-    Setting("llm_max_tokens", 512, int, "Most tokens an LLM answer may have"),
+            "LLM calls per user per UTC day (0 = unlimited); past it, rules only (recorded)",
+            low=0),
+    Setting("llm_timeout_s", 60.0, float, "Seconds an LLM call may take before it fails",
+            low=0.001),
+    Setting("llm_max_tokens", 512, int, "Most tokens an LLM answer may have", low=1),
     Setting("worker", "thread", str,
             "Who runs background jobs: thread (inside Memory) or off (a `memstrata worker` "
-            "process; flush() then runs them inline)"),
+            "process; flush() then runs them inline)", choices=("thread", "off")),
     Setting("job_lease_s", 60.0, float,
-            "Seconds a claimed job stays claimed; a dead worker's job is reclaimed after it"),
-    Setting("job_max_attempts", 3, int, "Attempts before a failing job is marked failed"),
-    Setting("extract_window", 6, int, "Recent messages an extraction job reads (R3.1)"),
+            "Seconds a claimed job stays claimed; a dead worker's job is reclaimed after it",
+            low=0.001),
+    Setting("job_max_attempts", 3, int, "Attempts before a failing job is marked failed",
+            low=1),
+    Setting("extract_window", 6, int, "Recent messages an extraction job reads (R3.1)", low=0),
     Setting("dedup_threshold", 0.92, float,
-            "Cosine above which a same-kind candidate sharing wording boosts an item (R3.4)"),
+            "Cosine above which a same-kind candidate sharing wording boosts an item (R3.4)",
+            low=0.0, high=1.0),
     Setting("conflict_low", 0.70, float,
-            "Lower cosine bound of the conflict band (R3.5); slots decide first"),
-    Setting("boost_step", 0.05, float, "Confidence added when a memory is stated again"),
+            "Lower cosine bound of the conflict band (R3.5); slots decide first", low=0.0, high=1.0),
+    Setting("boost_step", 0.05, float, "Confidence added when a memory is stated again", low=0.0, high=1.0),
     Setting("session_only_below", 0.5, float,
-            "Confidence under which a candidate stays out of long-term memory (R3.3)"),
+            "Confidence under which a candidate stays out of long-term memory (R3.3)", low=0.0, high=1.0),
     Setting("require_repetition", False, bool,
             "Facts and preferences enter long-term memory only after two mentions"),
     Setting("max_items_per_user", 1000, int,
-            "Active items per user; maintain() deactivates the lowest-value ones above it"),
+            "Active items per user; maintain() deactivates the lowest-value ones above it",
+            low=0),
     Setting("decay_max_age_days", 90.0, float,
-            "maintain(): items older than this and recalled at most twice become inactive"),
+            "maintain(): items older than this and recalled at most twice become inactive",
+            low=0.0),
     Setting("decay_min_confidence", 0.3, float,
-            "maintain(): items under this confidence become inactive"),
-    Setting("feedback_up", 0.1, float, "Confidence added by a thumbs-up"),
-    Setting("feedback_down", 0.6, float, "Confidence removed by a thumbs-down"),
+            "maintain(): items under this confidence become inactive", low=0.0, high=1.0),
+    Setting("feedback_up", 0.1, float, "Confidence added by a thumbs-up", low=0.0, high=1.0),
+    Setting("feedback_down", 0.6, float, "Confidence removed by a thumbs-down", low=0.0, high=1.0),
     Setting("forget_similarity", 0.9, float,
-            "Cosine at which a 'forget X' request matches an item without a shared word"),
+            "Cosine at which a 'forget X' request matches an item without a shared word",
+            low=0.0, high=1.0),
     Setting("forget_messages", True, bool,
             "'Forget that' in conversation also deletes the raw turns the items came from"),
 )
@@ -173,11 +235,28 @@ class Settings:
                     values[setting.name] = (_flag(raw, setting.env) if setting.type is bool
                                             else setting.type(raw))
                 except ValueError:
-                    raise ConfigError(f"{setting.env}={raw!r} is not a valid {setting.type.__name__}") from None
-        known = {f.name for f in fields(cls)}
+                    raise ConfigError(f"{setting.env}={raw!r} is not a valid "
+                                      f"{setting.type.__name__}") from None
+        by_name = {s.name: s for s in SETTINGS}
         for key, value in overrides.items():
-            if key not in known:
-                raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(known))}")
+            if key not in by_name:
+                raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(by_name))}")
             if value is not None:
                 values[key] = value
-        return replace(cls(), **values)
+        checked = {key: by_name[key].check(value) for key, value in values.items()}
+        return replace(cls(), **checked)
+
+
+def markdown_table() -> str:
+    """The settings as the table in ``docs/configuration.md`` (``python -m memstrata.config``
+    prints it; a test keeps the docs equal to it)."""
+    rows = ["| setting | environment variable | default | allowed | meaning |",
+            "|---|---|---|---|---|"]
+    for s in SETTINGS:
+        allowed = s.allowed.replace("|", "\\|")
+        rows.append(f"| `{s.name}` | `{s.env}` | `{s.default!r}` | {allowed} | {s.help} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -21,9 +21,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 from .errors import ConflictError, JobError
-from .stores.base import Job, Store
+from .stores.base import Job, JobQueue
+from .stores.policy import UNFINISHED
 
 __all__ = ["Worker", "Handler", "UNFINISHED", "wait_for"]
 
@@ -33,13 +35,11 @@ log = logging.getLogger("memstrata.jobs")
 #: transaction as its writes.
 Handler = Callable[[Job], None]
 
-UNFINISHED = ("pending", "running")
-
 
 class Worker:
     """Claims jobs from a store and runs their handlers, one at a time."""
 
-    def __init__(self, store: Store, handlers: Mapping[str, Handler], *, lease_s: float = 60.0,
+    def __init__(self, store: JobQueue, handlers: Mapping[str, Handler], *, lease_s: float = 60.0,
                  max_attempts: int = 3, poll_s: float = 0.5, name: str | None = None) -> None:
         self.store = store
         self.handlers = dict(handlers)
@@ -48,7 +48,6 @@ class Worker:
         self.poll_s = poll_s
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.failures: list[tuple[Job, str]] = []
-        self.completed = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -60,12 +59,14 @@ class Worker:
         if job is None:
             return None
         handler = self.handlers.get(job.kind)
+        started = time.monotonic()
         try:
             if handler is None:
-                raise ValueError(f"no handler for job kind {job.kind!r}; known: "
-                                 f"{', '.join(sorted(self.handlers))}")
+                raise JobError(f"no handler for job kind {job.kind!r} (written by a newer "
+                               f"memstrata?); known: {', '.join(sorted(self.handlers))}")
             handler(job)
-            self.completed += 1
+            log.info("job %s (%s of %r) done in %.3fs, attempt %d", job.id, job.kind,
+                     job.user_id, time.monotonic() - started, job.attempts)
         except ConflictError as exc:
             log.warning("job %s: %s", job.id, exc)
         except Exception as exc:  # recorded on the job and retried; never lost
@@ -129,7 +130,7 @@ class Worker:
             self._thread = None
 
 
-def wait_for(store: Store, *, created_before, timeout: float | None, worker: Worker,
+def wait_for(store: JobQueue, *, created_before: datetime, timeout: float | None, worker: Worker,
              inline: bool, poll_s: float = 0.02) -> None:
     """Block until no job created before ``created_before`` is pending or running.
 

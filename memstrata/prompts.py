@@ -17,16 +17,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .providers.structured import Field, Schema
+from .text import detect_language
 from .types import Kind, Message
 
 __all__ = [
-    "EXTRACTION_SCHEMA", "CONFLICT_SCHEMA", "SUMMARY_SCHEMA", "PROFILE_SCHEMA",
-    "CREDIBILITY_SCHEMA", "SUMMARY_PARTS", "detect_language", "extraction_prompt",
-    "conflict_prompt", "first_summary_prompt", "merged_summary_prompt", "profile_prompt",
-    "credibility_prompt",
+    "EXTRACTION_SCHEMA", "CONFLICT_SCHEMA", "SUMMARY_SCHEMA", "SUMMARY_PARTS",
+    "detect_language", "extraction_prompt", "conflict_prompt", "first_summary_prompt",
+    "merged_summary_prompt",
 ]
 
-_UNIT = dict(minimum=0.0, maximum=1.0)
 
 EXTRACTION_SCHEMA = Schema("extraction", (
     Field("kind", required=True, enum=tuple(k.value for k in Kind)),
@@ -34,8 +33,8 @@ EXTRACTION_SCHEMA = Schema("extraction", (
     Field("subject", default="user", max_length=100),
     Field("attribute", max_length=100),
     Field("value", max_length=300),
-    Field("confidence", "number", default=0.8, **_UNIT),
-    Field("importance", "number", default=0.5, **_UNIT),
+    Field("confidence", "number", default=0.8, minimum=0.0, maximum=1.0),
+    Field("importance", "number", default=0.5, minimum=0.0, maximum=1.0),
 ))
 """Memory items: ``{"items": [{kind, content, subject, attribute, value, confidence, importance}]}``."""
 
@@ -43,7 +42,7 @@ CONFLICT_SCHEMA = Schema("conflict", (
     Field("relation", required=True,
           enum=("contradiction", "same", "scenario_differs", "unrelated")),
     Field("reason", max_length=300, default=""),
-    Field("confidence", "number", default=0.5, **_UNIT),
+    Field("confidence", "number", default=0.5, minimum=0.0, maximum=1.0),
 ), items_key=None)
 """A verdict on an old and a new memory. ``unrelated``: both stand, untagged."""
 
@@ -52,31 +51,7 @@ SUMMARY_SCHEMA = Schema("summary", tuple(
     Field(part, max_length=200, default="") for part in SUMMARY_PARTS), items_key=None)
 """A structured session summary; every part at most 200 characters (SPEC R2.2)."""
 
-PROFILE_SCHEMA = Schema("profile", (
-    Field("name", max_length=100, default=""),
-    Field("role", max_length=200, default=""),
-    Field("long_term_goals", "array", default=[], max_length=200),
-    Field("current_matters", "array", default=[], max_length=200),
-    Field("key_preferences", "array", default=[], max_length=200),
-), items_key=None)
-"""The core profile (SPEC R3.10)."""
-
-CREDIBILITY_SCHEMA = Schema("credibility", (
-    Field("index", "integer", required=True, minimum=0),
-    Field("label", required=True, enum=("sincere", "joke", "sarcasm", "hypothetical")),
-    Field("confidence", "number", default=0.8, **_UNIT),
-))
-"""One verdict per numbered statement: is it meant seriously?"""
-
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
-_LATIN_WORD = re.compile(r"[A-Za-z]+")
 _MAX_CHARS = 2000  # per message in a prompt: one pasted log must not eat the window
-
-
-def detect_language(*texts: str | None) -> str:
-    """``"zh"`` when CJK characters outnumber Latin words, else ``"en"``."""
-    joined = " ".join(t for t in texts if t)
-    return "zh" if len(_CJK.findall(joined)) >= max(1, len(_LATIN_WORD.findall(joined))) else "en"
 
 
 def _as_dict(message: Mapping[str, Any] | Message) -> Mapping[str, Any]:
@@ -218,7 +193,7 @@ def merged_summary_prompt(previous: Any, messages: Sequence[Mapping[str, Any] | 
     (v1 -> v2 -> v3), so each call costs the same however long the session is.
 
     ``previous`` is text, a dict of :data:`SUMMARY_PARTS`, or any object with those
-    attributes (such as ``layers.summary.StructuredSummary``).
+    attributes (such as ``types.StructuredSummary``).
     """
     if not isinstance(previous, str):
         get = previous.get if isinstance(previous, Mapping) else (
@@ -232,58 +207,3 @@ def merged_summary_prompt(previous: Any, messages: Sequence[Mapping[str, Any] | 
     return _chat(system, user)
 
 
-_PROFILE = {
-    "zh": ("根据下面关于用户的记忆，写出一份凝练的用户画像——一千条碎片不如一段凝练的画像。" + _DATA_ZH +
-           "只写有依据的内容，没有依据的字段留空。只输出 JSON：{\"name\": \"称呼\", \"role\": \"身份/职业\", "
-           "\"long_term_goals\": [\"长期目标\"], \"current_matters\": [\"当前主要事项\"], "
-           "\"key_preferences\": [\"关键偏好\"]}"),
-    "en": ("From the memories about the user below, write one concise profile: a thousand "
-           "fragments are worth less than one portrait. " + _DATA_EN + " Only state what the "
-           "memories support; leave fields empty otherwise. Output only JSON: {\"name\": \"...\", "
-           "\"role\": \"identity or job\", \"long_term_goals\": [\"...\"], "
-           "\"current_matters\": [\"...\"], \"key_preferences\": [\"...\"]}"),
-}
-
-
-def profile_prompt(memories: Sequence[str], *, previous: Mapping[str, Any] | None = None,
-                   language: str | None = None) -> list[dict[str, str]]:
-    """Messages asking to aggregate memory texts (newest last) into the core profile.
-
-    The answer follows :data:`PROFILE_SCHEMA`.
-    """
-    lang = _pick(language, *memories)
-    lines = "\n".join(f"- {_defang(m)}" for m in memories if m and m.strip())
-    prev = ""
-    if previous:
-        label = "当前画像" if lang == "zh" else "Current profile"
-        prev = f"{label}:\n<data>\n{_defang(json.dumps(dict(previous), ensure_ascii=False))}\n</data>\n\n"
-    label = "记忆（越靠后越新）" if lang == "zh" else "Memories (newest last)"
-    return _chat(_PROFILE[lang], f"{prev}{label}:\n<memories>\n{lines}\n</memories>")
-
-
-_CREDIBILITY = {
-    "zh": ("判断用户的每句话是否当真。" + _DATA_ZH + "label 取值：sincere（认真陈述）、joke（玩笑）、"
-           "sarcasm（反讽）、hypothetical（假设，如“如果我是火星人”）。按编号逐条输出 JSON："
-           "{\"items\": [{\"index\": 0, \"label\": \"sincere\", \"confidence\": 0.9}]}"),
-    "en": ("For each numbered statement by the user, judge whether it is meant seriously. "
-           + _DATA_EN + " label is one of: sincere, joke, sarcasm, hypothetical (e.g. 'if I "
-           "were from Mars'). Output only JSON, one entry per statement: "
-           "{\"items\": [{\"index\": 0, \"label\": \"sincere\", \"confidence\": 0.9}]}"),
-}
-
-
-def credibility_prompt(statements: Sequence[str], *, context: str | None = None,
-                       language: str | None = None) -> list[dict[str, str]]:
-    """Messages asking which statements are jokes, sarcasm or hypotheticals (SPEC R3.3).
-
-    ``index`` in each answer refers to the position in ``statements``; the answer
-    follows :data:`CREDIBILITY_SCHEMA`.
-    """
-    lang = _pick(language, context, *statements)
-    numbered = "\n".join(f"[{i}] {_defang(s)}" for i, s in enumerate(statements))
-    ctx = ""
-    if context:
-        label = "上下文" if lang == "zh" else "Context"
-        ctx = f"{label}:\n<conversation>\n{_defang(context)}\n</conversation>\n\n"
-    label = "待判断的话" if lang == "zh" else "Statements"
-    return _chat(_CREDIBILITY[lang], f"{ctx}{label}:\n<data>\n{numbered}\n</data>")

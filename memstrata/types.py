@@ -1,5 +1,8 @@
 """Immutable values that cross every boundary: library, CLI, store, server.
 
+Messages, memory items and their versions, filters, search hits, LLM usage records
+and L2 session summaries.
+
 Everything here is a frozen dataclass with ``to_dict()``/``from_dict()`` so that the
 Python API, the CLI's JSON output, exports and the HTTP service share one
 serialisation. Times are timezone-aware UTC datetimes.
@@ -11,11 +14,12 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 from .errors import ValidationError
+from .text import clip, detect_language
 
 __all__ = [
     "Role",
@@ -34,6 +38,11 @@ __all__ = [
     "to_timestamp",
     "from_timestamp",
     "parse_time",
+    "UsageRecord",
+    "UsageSummary",
+    "StructuredSummary",
+    "PARTS",
+    "DEFAULT_PART_CHARS",
 ]
 
 
@@ -73,7 +82,7 @@ class Layer(str, Enum):
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def new_id(prefix: str) -> str:
@@ -85,15 +94,15 @@ def to_timestamp(value: datetime) -> float:
 
 
 def from_timestamp(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, timezone.utc)
+    return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
 def parse_time(value: Any, *, what: str = "time") -> datetime:
     """Accept a datetime, an epoch number or an ISO-8601 string; return aware UTC."""
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(float(value), timezone.utc)
+        return datetime.fromtimestamp(float(value), UTC)
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -102,7 +111,7 @@ def parse_time(value: Any, *, what: str = "time") -> datetime:
                 f"{what} {value!r} is not ISO-8601; pass e.g. '2024-05-08T13:56:00+00:00' "
                 "or a datetime"
             ) from exc
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     raise ValidationError(f"{what} must be a datetime, an epoch number or an ISO string, "
                           f"not {type(value).__name__}")
 
@@ -135,6 +144,67 @@ class Scope:
     def key(self) -> str:
         """A single token naming this scope (used in lexical indexes)."""
         return uuid.uuid5(uuid.NAMESPACE_URL, f"{self.namespace}\x00{self.user_id}").hex
+
+
+_ROLE_ALIASES = {"developer": "system"}  # OpenAI's newer name for the system role
+_TEXT_PARTS = ("text", "input_text", "output_text")
+
+
+def _content_text(content: Any, where: str) -> tuple[str | None, list[str]]:
+    """``(text, types of the non-text parts)`` of a message's content: a string, None,
+    or an OpenAI content-part array (text parts joined by line breaks)."""
+    if content is None or isinstance(content, str):
+        return content, []
+    if not isinstance(content, list):
+        raise ValidationError(f"{where}: content must be a string or a list of content parts, "
+                              f"not {type(content).__name__}")
+    texts: list[str] = []
+    others: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+            raise ValidationError(f"{where}: each content part must be a dict with a 'type', "
+                                  "like {'type': 'text', 'text': '...'}")
+        if part["type"] in _TEXT_PARTS:
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise ValidationError(f"{where}: a {part['type']} part needs a string 'text'")
+            texts.append(text)
+        else:
+            others.append(part["type"])
+    return "\n".join(texts), others
+
+
+def _tool_calls(raw: Any, where: str) -> tuple[Mapping[str, Any], ...]:
+    """Tool calls in the OpenAI shape, checked before anything is stored: a string
+    ``id`` and a ``function`` with a string ``name`` (dict arguments become JSON)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, (list, tuple)):
+        raise ValidationError(f"{where}: tool_calls must be a list")
+    calls = []
+    for i, call in enumerate(raw):
+        if not isinstance(call, Mapping) or not isinstance(call.get("id"), str) or not call["id"]:
+            raise ValidationError(f"{where}: tool call {i} needs a string 'id' (and 'type'/"
+                                  "'function' as in the OpenAI format)")
+        function = call.get("function")
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str) \
+                or not function["name"]:
+            raise ValidationError(f"{where}: tool call {call['id']!r} needs 'function': "
+                                  "{'name': '...', 'arguments': '...'}")
+        arguments = function.get("arguments", "")
+        if isinstance(arguments, Mapping):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        elif arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):
+            raise ValidationError(f"{where}: tool call {call['id']!r}: arguments must be a "
+                                  "JSON string or a dict")
+        calls.append({**call, "type": call.get("type") or "function",
+                      "function": {**function, "arguments": arguments}})
+    return tuple(calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,62 +245,64 @@ class Message:
     @classmethod
     def from_dict(cls, data: Any, *, default_time: datetime | None = None,
                   max_chars: int = 200_000, index: int | None = None) -> "Message":
-        """Validate one OpenAI-format message (a dict or a Message).
+        """Validate one message as real clients send it (a dict, a Message, or a plain
+        string, which is a user message).
 
-        ``created_at``/``timestamp``/``time`` give the original time (for imports);
-        otherwise ``default_time`` (now) is used.
+        Normalised rather than refused: the ``developer`` role is a system message;
+        OpenAI content-part arrays keep their text parts joined by line breaks (the
+        other parts' types are kept in ``metadata["parts"]``); an assistant message
+        with ``content: None`` or ``""`` (a tool call, or an empty reply from a small
+        model) is kept as an empty reply. ``created_at``/``timestamp``/``time`` give
+        the original time (for imports); otherwise ``default_time`` (now). Refused with
+        a :class:`ValidationError`: an unknown role, content that is not text, a tool
+        call without a string ``id`` and ``function.name``, a tool result without its
+        ``tool_call_id``, and an empty user or system message.
         """
         if isinstance(data, Message):
             return data
         where = f"message {index}" if index is not None else "message"
+        if isinstance(data, str):
+            data = {"role": "user", "content": data}
         if not isinstance(data, Mapping):
             raise ValidationError(f"{where} must be a dict like "
                                   f"{{'role': 'user', 'content': '...'}}, not {type(data).__name__}")
         raw_role = data.get("role")
         try:
-            role = Role(raw_role)
+            role = Role(_ROLE_ALIASES.get(raw_role, raw_role))  # type: ignore[arg-type]
         except ValueError:
             raise ValidationError(
-                f"{where} has role {raw_role!r}; use one of system, user, assistant, tool"
-            ) from None
-        content = data.get("content")
-        if isinstance(content, list):  # OpenAI content parts: keep the text parts
-            texts = [p.get("text", "") for p in content
-                     if isinstance(p, Mapping) and p.get("type") == "text"]
-            content = "\n".join(t for t in texts if isinstance(t, str)) if texts else None
-        tool_calls = data.get("tool_calls") or ()
-        if content is not None and not isinstance(content, str):
-            raise ValidationError(f"{where}: content must be a string, not {type(content).__name__}")
+                f"{where} has role {raw_role!r}; use one of system, developer, user, "
+                "assistant, tool") from None
+        metadata = data.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise ValidationError(f"{where}: metadata must be a dict")
+        content, other_parts = _content_text(data.get("content"), where)
+        if other_parts:
+            metadata = {**metadata, "parts": other_parts}
         if content is not None and len(content) > max_chars:
             raise ValidationError(
                 f"{where}: content is {len(content):,} characters, over the limit of "
                 f"{max_chars:,}; split it, or raise the max_message_chars setting")
-        if not isinstance(tool_calls, (list, tuple)):
-            raise ValidationError(f"{where}: tool_calls must be a list")
-        for call in tool_calls:
-            if not isinstance(call, Mapping) or not isinstance(call.get("id"), str) or not call["id"]:
-                raise ValidationError(f"{where}: every tool call needs a string 'id' "
-                                      "(and 'type'/'function' as in the OpenAI format)")
-        if tool_calls and role is not Role.ASSISTANT:
+        if data.get("tool_calls") and role is not Role.ASSISTANT:
             raise ValidationError(f"{where}: only assistant messages may carry tool_calls")
+        tool_calls = _tool_calls(data.get("tool_calls"), where)
         tool_call_id = data.get("tool_call_id")
         if role is Role.TOOL and (not isinstance(tool_call_id, str) or not tool_call_id):
             raise ValidationError(f"{where}: a tool message needs the 'tool_call_id' of the call it answers")
-        if not (content and content.strip()) and not tool_calls and role is not Role.TOOL:
+        if role in (Role.USER, Role.SYSTEM) and not (content and content.strip()) and not other_parts:
             raise ValidationError(f"{where}: content is empty; a {role.value} message needs text")
+        if role is Role.ASSISTANT and content is None and not tool_calls:
+            content = ""  # an empty reply (small models return them)
         stamp = data.get("created_at", data.get("timestamp", data.get("time")))
         created = parse_time(stamp, what=f"{where} time") if stamp is not None else (default_time or utcnow())
         name = data.get("name")
         if name is not None and not isinstance(name, str):
             raise ValidationError(f"{where}: name must be a string")
-        metadata = data.get("metadata") or {}
-        if not isinstance(metadata, Mapping):
-            raise ValidationError(f"{where}: metadata must be a dict")
-        return cls(role=role, content=content, created_at=created, name=name,
+        seq = data.get("seq", -1)
+        return cls(role=role, content=content, created_at=created, name=name or None,
                    id=str(data.get("id") or ""), session_id=str(data.get("session_id") or ""),
-                   seq=int(data.get("seq", -1)) if str(data.get("seq", -1)).lstrip("-").isdigit() else -1,
-                   tool_calls=tuple(dict(c) for c in tool_calls),
-                   tool_call_id=tool_call_id if role is Role.TOOL else None,
+                   seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else -1,
+                   tool_calls=tool_calls, tool_call_id=tool_call_id if role is Role.TOOL else None,
                    metadata=dict(metadata))
 
     @property
@@ -238,7 +310,7 @@ class Message:
         """The text to index: speaker name (if any) and content."""
         body = self.content or ""
         if self.tool_calls:
-            calls = " ".join(str(c.get("function", {}).get("name", "")) for c in self.tool_calls)
+            calls = " ".join(str(c["function"]["name"]) for c in self.tool_calls)
             body = f"{body} [calls: {calls}]".strip()
         return f"{self.name}: {body}" if self.name else body
 
@@ -432,3 +504,155 @@ class SearchHit:
 def dumps(value: Any) -> str:
     """Compact JSON used for every JSON column."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+# ---------------------------------------------------------------- LLM usage
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One provider call: what it cost and how long it took. ``error`` names the
+    exception class when the call failed."""
+
+    at: datetime
+    model: str
+    purpose: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call succeeded."""
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the row a store would persist)."""
+        out = asdict(self)
+        out["at"] = self.at.isoformat()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "UsageRecord":
+        """The inverse of :meth:`to_dict`."""
+        values = dict(data)
+        values["at"] = datetime.fromisoformat(values["at"])
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummary:
+    """Totals over a set of usage records."""
+
+    calls: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def mean_latency_s(self) -> float:
+        """Average seconds per call (0 when there were none)."""
+        return self.latency_s / self.calls if self.calls else 0.0
+
+    def __add__(self, other: "UsageSummary") -> "UsageSummary":
+        return UsageSummary(self.calls + other.calls, self.failures + other.failures,
+                            self.prompt_tokens + other.prompt_tokens,
+                            self.completion_tokens + other.completion_tokens,
+                            self.latency_s + other.latency_s)
+
+    def add(self, r: UsageRecord) -> "UsageSummary":
+        """These totals with one more record counted."""
+        return UsageSummary(self.calls + 1, self.failures + (not r.ok),
+                            self.prompt_tokens + r.prompt_tokens,
+                            self.completion_tokens + r.completion_tokens,
+                            self.latency_s + r.latency_s)
+
+
+# ---------------------------------------------------------------- L2 summaries
+
+PARTS = ("goal", "decisions", "done", "open_questions", "constraints")
+DEFAULT_PART_CHARS = 200
+
+_HEADINGS = {
+    "en": ("Conversation summary", {"goal": "Goal", "decisions": "Decisions", "done": "Done",
+                                    "open_questions": "Open questions",
+                                    "constraints": "Constraints and preferences"}),
+    "zh": ("对话摘要", {"goal": "核心目标", "decisions": "决定与结论", "done": "已完成",
+                     "open_questions": "待解决问题", "constraints": "约束与偏好"}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredSummary:
+    """A session summary in five parts, each at most ``max_chars`` characters (R2.2).
+
+    Construction rejects a part over the limit; :meth:`clipped` shortens instead.
+    ``version`` counts the incremental updates (v1, v2, ...).
+    """
+
+    goal: str = ""
+    decisions: str = ""
+    done: str = ""
+    open_questions: str = ""
+    constraints: str = ""
+    version: int = 0
+    max_chars: int = DEFAULT_PART_CHARS
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
+            raise ValidationError(f"max_chars must be a positive integer, not {self.max_chars!r}")
+        for part in PARTS:
+            value = getattr(self, part)
+            if not isinstance(value, str):
+                raise ValidationError(f"summary part {part} must be a string")
+            if len(value) > self.max_chars:
+                raise ValidationError(
+                    f"summary part {part} is {len(value)} characters, over the limit of "
+                    f"{self.max_chars}; shorten it or build it with StructuredSummary.clipped()")
+
+    @classmethod
+    def clipped(cls, *, max_chars: int = DEFAULT_PART_CHARS, version: int = 0,
+                **parts: str) -> "StructuredSummary":
+        """Build a summary, shortening any part over ``max_chars`` (ending it with "…")."""
+        unknown = set(parts) - set(PARTS)
+        if unknown:
+            raise ValidationError(f"unknown summary part(s) {sorted(unknown)}; "
+                                  f"parts: {', '.join(PARTS)}")
+        return cls(**{k: clip(v or "", max_chars) for k, v in parts.items()},
+                   version=version, max_chars=max_chars)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when every part is blank."""
+        return not any(getattr(self, p).strip() for p in PARTS)
+
+    def render(self, language: str | None = None) -> str:
+        """The summary as text, one line per non-empty part, headings in ``language``
+        (``"zh"`` or ``"en"``; detected from the parts when None)."""
+        if language is None:
+            language = detect_language(" ".join(getattr(self, p) for p in PARTS))
+        if language not in _HEADINGS:
+            raise ValidationError(f"language must be 'zh' or 'en', not {language!r}")
+        title, names = _HEADINGS[language]
+        colon = "：" if language == "zh" else ": "
+        lines = [f"- {names[p]}{colon}{getattr(self, p)}" for p in PARTS if getattr(self, p).strip()]
+        return "\n".join([title + ("：" if language == "zh" else ":")] + lines) if lines else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "StructuredSummary":
+        """The inverse of :meth:`to_dict`; unknown keys are an error."""
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValidationError(f"unknown summary field(s) {sorted(unknown)}")
+        return cls(**dict(data))

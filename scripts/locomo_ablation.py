@@ -8,13 +8,18 @@ its own before it went into the library. Needs scipy (`pip install scipy`).
 
 Vectors are cached in --cache (default: a folder in the system temp dir).
 """
-import json, re, os, time
+import argparse
+import json
+import os
+import re
+import tempfile
+import time
 from collections import Counter, defaultdict
+
 import numpy as np
 import scipy.sparse as sp
 import Stemmer
 
-import argparse, tempfile
 DATA = os.environ.get('LOCOMO_DATA', '../shared/bench-data/locomo/locomo_dev.json')
 SCR = os.environ.get('LOCOMO_CACHE', os.path.join(tempfile.gettempdir(), 'memstrata-locomo-ablation'))
 KS = (5, 10, 25, 50)

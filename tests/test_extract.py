@@ -1,14 +1,14 @@
 """The offline extractor and the credibility screen, in English and Chinese."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from memstrata.types import Kind, Message, Role
 from memstrata.layers.semantic.credibility import CredibilityConfig, assess, screen, write_score
 from memstrata.layers.semantic.extract import cardinality, extract, extract_text
+from memstrata.types import Kind, Message, Role
 
-T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
 
 def msg(role: str, text: str, mid: str) -> Message:

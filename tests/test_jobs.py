@@ -84,7 +84,7 @@ def test_a_failing_job_is_retried_then_reported(tmp_path: Path) -> None:
     with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder="hash:256", worker="off",
                 job_max_attempts=2) as memory:
         memory.add(turn("I like chess."), user_id="a")
-        memory.store.enqueue_job(memory._scope("a", None), "no-such-kind", {})
+        memory.store.enqueue_job(memory.user("a").scope, "no-such-kind", {})
         with pytest.raises(JobError, match="no handler"):
             memory.flush()
         [done, failed] = memory.jobs("a")

@@ -14,13 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memstrata.errors import (ConfigError, ProviderAuthError, ProviderError,
-                              ProviderNotFoundError, ProviderRateLimitError,
-                              ProviderResponseError, ProviderTimeoutError, ValidationError)
+from memstrata.errors import (ConfigError, ProviderAuthError, ProviderError, ProviderNotFoundError,
+                              ProviderRateLimitError, ProviderResponseError, ProviderTimeoutError,
+                              ValidationError)
 from memstrata.prompts import EXTRACTION_SCHEMA, extraction_prompt
-from memstrata.providers.llm import (LLM, OPENAI_BASE_URL, OpenAICompatibleLLM, UsageLog,
-                                     UsageRecord, parse_provider)
-from memstrata.types import Message, utcnow
+from memstrata.providers.http import Retry
+from memstrata.providers.llm import LLM, OPENAI_BASE_URL, OpenAICompatibleLLM, UsageLog, parse_provider
+from memstrata.types import Message, UsageRecord, utcnow
 
 ANSWER = ('```json\n{"items": [{"kind": "fact", "content": "用户用 Go 写后端", '
           '"confidence": 1e15}, {"kind": "mood", "content": "x"}]}\n```\nDone.')
@@ -261,13 +261,12 @@ def test_connection_refused_is_retried_then_reported():
 
 
 def test_backoff_grows_with_jitter_and_is_bounded():
-    llm = OpenAICompatibleLLM(model="m", base_url="http://127.0.0.1:9/v1", backoff_s=1.0,
-                              max_wait_s=5.0)
+    retry = Retry(backoff_s=1.0, max_wait_s=5.0)
     for attempt, (lo, hi) in enumerate([(0.5, 1), (1, 2), (2, 4), (2.5, 5), (2.5, 5)]):
-        assert lo <= llm._delay(attempt, None) <= hi
-    assert llm._delay(0, "120") == 5.0
-    assert llm._delay(0, "Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
-    assert 0.5 <= llm._delay(0, "soon") <= 1.0
+        assert lo <= retry.delay(attempt, None) <= hi
+    assert retry.delay(0, "120") == 5.0
+    assert retry.delay(0, "Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
+    assert 0.5 <= retry.delay(0, "soon") <= 1.0
 
 
 def test_parse_provider(monkeypatch):
@@ -323,4 +322,4 @@ def test_parsed_without_schema_is_a_clear_error(server):
     result = _llm(server, "ok").complete(HELLO)
     assert result.json[0]["items"][0]["kind"] == "fact"
     with pytest.raises(ValidationError, match="schema"):
-        result.parsed
+        _ = result.parsed

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from memstrata.errors import ConfigError
-from memstrata.prompts import (CONFLICT_SCHEMA, EXTRACTION_SCHEMA, SUMMARY_SCHEMA,
-                               conflict_prompt, extraction_prompt, first_summary_prompt)
+from memstrata.prompts import (CONFLICT_SCHEMA, EXTRACTION_SCHEMA, SUMMARY_SCHEMA, conflict_prompt,
+                               extraction_prompt, first_summary_prompt)
 from memstrata.providers.llm import UsageLog, parse_provider
 from memstrata.providers.local import LocalLLMServer, find_smollm2_gguf, llama_cpp_available
 

@@ -6,18 +6,18 @@ cuts every client connection). No mocks.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
+from pgserver_fixture import PgServer, database_url, pg_server, pg_url  # noqa: F401  (fixtures)
 
 from memstrata import Memory, errors
 from memstrata.cli.main import cli
 from memstrata.stores import open_store
 from memstrata.types import Message, Role, Scope
-from pgserver_fixture import PgServer, database_url, pg_server, pg_url  # noqa: F401  (fixtures)
 
-T0 = datetime(2024, 5, 8, 13, 56, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 ALICE = Scope("alice")
 
 

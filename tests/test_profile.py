@@ -1,13 +1,13 @@
 """The core profile: aggregation from active items, latest wins, rendering."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from memstrata.types import Status
 from memstrata.layers.semantic.decide import to_item
 from memstrata.layers.semantic.extract import extract_text
 from memstrata.layers.semantic.profile import Profile, aggregate, render
+from memstrata.types import Status
 
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 
 def items(*texts, start=0):

@@ -15,7 +15,8 @@ def test_all_is_explicit_and_importable():
     public = {n for n in dir(memstrata) if not n.startswith("_")}
     # sub-packages and modules are importable but not re-exported names
     modules = {"errors", "types", "memory", "config", "retrieval", "stores", "providers", "layers",
-               "tokens", "prompts", "cli", "bench", "sessions", "jobs", "assist"}
+               "tokens", "prompts", "cli", "bench", "sessions", "jobs", "text", "user",
+               "requests", "usage"}
     assert public - set(memstrata.__all__) - modules == set()
 
 
@@ -24,6 +25,13 @@ def test_every_public_name_has_a_docstring():
         obj = getattr(memstrata, name)
         if callable(obj) and not isinstance(obj, str):
             assert obj.__doc__, f"{name} has no docstring"
+
+
+def test_the_settings_table_in_the_docs_is_the_generated_one():
+    from memstrata.config import markdown_table
+
+    assert markdown_table() in (ROOT / "docs" / "configuration.md").read_text(), \
+        "regenerate it: python -m memstrata.config"
 
 
 def test_every_setting_is_documented_and_in_settings():

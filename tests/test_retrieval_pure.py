@@ -1,16 +1,18 @@
 """Fusion, scoring and text analysis as pure functions."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
+from memstrata.errors import ConfigError
 from memstrata.retrieval.documents import build_query, date_words, split_question
 from memstrata.retrieval.fusion import fuse, rrf, weighted
 from memstrata.retrieval.scoring import PRESETS, final_score, get_preset, recency
-from memstrata.retrieval.text import analyze, detect_language, tokenize
+from memstrata.text import analyze, detect_language, tokenize
 
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def test_english_is_stemmed_and_stop_words_dropped():
@@ -53,7 +55,7 @@ def test_weighted_fusion_keeps_score_gaps():
 def test_fusion_with_one_empty_list_uses_the_other_alone():
     out = weighted([], [("x", 5.0), ("y", 1.0)])
     assert [f.id for f in out] == ["x", "y"] and out[0].similarity == pytest.approx(1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="weighted, rrf"):
         fuse([], [], method="nope")
 
 
@@ -104,7 +106,7 @@ def test_query_is_built_from_current_and_recent_turns():
 
 
 def test_date_words_in_either_language():
-    when = datetime(2023, 5, 8, tzinfo=timezone.utc)
+    when = datetime(2023, 5, 8, tzinfo=UTC)
     assert date_words(when) == "8 May 2023"
     assert date_words(when, chinese=True) == "2023年5月8日"
     assert tokenize(date_words(when)).split() == ["8", "may", "2023"]

@@ -180,7 +180,7 @@ def test_forget_leaves_no_trace_in_search_rows_or_file_bytes(tmp_path: Path) -> 
         assert all("zanzibar" not in h.text.lower() for h in memory.search("Zanzibar", "u-f"))
         assert all("Zanzibar" not in (m.content or "") for m in memory.messages("u-f", "s1"))
         memory.compact()
-        rows = memory.store._x("SELECT text FROM docs").fetchall()  # noqa: SLF001 (raw rows)
+        rows = memory.store._x("SELECT text FROM docs").fetchall()
         assert all("zanzibar" not in r[0].lower() for r in rows)
         memory.forget_user("u-f")
         assert memory.list("u-f") == [] and memory.messages("u-f", "s1") == []

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.stores.migrations import SQLITE_MIGRATIONS
-from memstrata.stores.pg_migrations import PG_MIGRATIONS
+from memstrata.stores.postgres.migrations import PG_MIGRATIONS
+from memstrata.stores.sqlite.migrations import SQLITE_MIGRATIONS
 
 STORES = Path(__file__).resolve().parent.parent / "memstrata" / "stores"
 
@@ -37,6 +37,8 @@ ALLOWED = {
     # the job queue is claimed across users (head of each user's queue); list_jobs with
     # no scope lists every user's jobs for workers and flush()
     ("sqlite.py", "claim_job"), ("sqlite.py", "list_jobs"), ("postgres.py", "list_jobs"),
+    # the idle-session sweep looks across users for sessions to archive (it fans out too)
+    ("sqlite.py", "idle_sessions"), ("postgres.py", "idle_sessions"),
     # store-wide maintenance: FTS5 optimize merges every segment
     ("sqlite.py", "compact"),
 }
@@ -106,13 +108,26 @@ def _flatten(node: ast.AST, names: dict[str, ast.AST], seen: frozenset[str] = fr
 
 
 def _statements(module: str) -> list[tuple[str, str]]:
-    """(function name, SQL) for every call of _x/_many/execute/executemany in ``module``."""
-    tree = ast.parse((STORES / module).read_text())
+    """(function name, SQL) for every call of _x/_many/_insert_many/execute/executemany in
+    the backend package ``module`` names (``sqlite.py`` → ``stores/sqlite/``); module-level
+    SQL constants are resolved too."""
+    out = []
+    for path in sorted((STORES / module.removesuffix(".py")).glob("*.py")):
+        out += _file_statements(ast.parse(path.read_text()))
+    return out
+
+
+def _file_statements(tree: ast.Module) -> list[tuple[str, str]]:
+    constants: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            constants[node.targets[0].id] = node.value
     out = []
     for func in ast.walk(tree):
         if not isinstance(func, ast.FunctionDef):
             continue
-        names: dict[str, ast.AST] = {}
+        names: dict[str, ast.AST] = dict(constants)
         for node in ast.walk(func):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -124,7 +139,8 @@ def _statements(module: str) -> list[tuple[str, str]]:
                                 names[t.id] = v
         for node in ast.walk(func):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in {"_x", "_many", "execute", "executemany"} and node.args):
+                    and node.func.attr in {"_x", "_many", "_insert_many", "execute", "executemany"}
+                    and node.args):
                 sql = " ".join(_flatten(node.args[0], names).split())
                 if sql:
                     out.append((func.name, sql))

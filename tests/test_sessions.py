@@ -1,5 +1,6 @@
-"""One conformance suite for the SessionStore seam: SQLite (the main store's file),
-Redis on 127.0.0.1:6379, and a real 3-node Redis Cluster started here on localhost ports.
+"""One conformance suite for the SessionStore seam: the main store's own session rows on
+SQLite and on PostgreSQL (no Redis), Redis on 127.0.0.1:6379, and a real 3-node Redis
+Cluster started here on localhost ports.
 
 No mocks: racing writers are real threads and real processes on the real stores.
 """
@@ -17,13 +18,14 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from pgserver_fixture import pg_server, pg_url  # noqa: F401  (fixtures)
 
 from memstrata import errors
-from memstrata.layers.summary import ExtractiveSummariser, StructuredSummary
-from memstrata.sessions import SessionManager, open_session_store
+from memstrata.layers.episodic import ExtractiveSummariser, SessionManager
+from memstrata.sessions import open_session_store
 from memstrata.sessions.base import SessionStore
 from memstrata.stores import open_store
-from memstrata.types import Message, Role, Scope, utcnow
+from memstrata.types import Message, Role, Scope, StructuredSummary, utcnow
 
 ALICE = Scope("alice", "ns:{x}")  # braces and colons in ids must not move the hash tag
 REDIS = "redis://127.0.0.1:6379/0"
@@ -83,13 +85,16 @@ def redis_cluster(tmp_path_factory) -> Iterator[str]:
             subprocess.run(["redis-cli", "-p", str(p), "shutdown", "nosave"], capture_output=True)
 
 
-@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
+@pytest.fixture(params=["sqlite", "postgres", "redis", "redis-cluster"])
 def session_url(request, tmp_path) -> tuple[str, str | None]:
-    """(main store URL, sessions URL); each Redis test gets its own key prefix."""
+    """(main store URL, sessions URL); each Redis test gets its own key prefix. The
+    PostgreSQL case has no Redis: sessions live in its own session rows."""
     db = f"sqlite:///{tmp_path / 'm.db'}"
     prefix = f"t{uuid.uuid4().hex[:10]}"
     if request.param == "sqlite":
         return db, None
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_url"), None
     if request.param == "redis":
         if not _redis_up():
             pytest.fail("no Redis on 127.0.0.1:6379: run ./scripts/test, which starts one")
@@ -238,9 +243,9 @@ def test_summaries_are_incremental_over_200_turns(sessions):
     seen: list[str] = []
 
     class Counting(ExtractiveSummariser):
-        def summarise(self, previous, new_messages):
+        def summarise(self, previous, new_messages, *, scope=None):
             seen.extend(m.id for m in new_messages)
-            return ExtractiveSummariser.summarise(self, previous, new_messages)
+            return ExtractiveSummariser.summarise(self, previous, new_messages, scope=scope)
 
     manager = SessionManager(sessions, summariser=Counting(), every_n=10)
     for turn in range(200):

@@ -9,11 +9,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstrata.prompts import (CONFLICT_SCHEMA, CREDIBILITY_SCHEMA, EXTRACTION_SCHEMA,
-                               PROFILE_SCHEMA, SUMMARY_SCHEMA, conflict_prompt,
-                               credibility_prompt, detect_language, extraction_prompt,
-                               first_summary_prompt, merged_summary_prompt, profile_prompt)
+from memstrata.prompts import (CONFLICT_SCHEMA, EXTRACTION_SCHEMA, SUMMARY_SCHEMA, conflict_prompt,
+                               detect_language, extraction_prompt, first_summary_prompt,
+                               merged_summary_prompt)
 from memstrata.providers.structured import Field, Schema, extract_json, parse, validate
+
+# Schemas of the shapes the parser must handle: arrays of strings, integers, enums.
+PROFILE_SCHEMA = Schema("profile", (
+    Field("name", max_length=100, default=""),
+    Field("long_term_goals", "array", default=[], max_length=200),
+    Field("current_matters", "array", default=[], max_length=200),
+    Field("key_preferences", "array", default=[], max_length=200),
+), items_key=None)
+CREDIBILITY_SCHEMA = Schema("credibility", (
+    Field("index", "integer", required=True, minimum=0),
+    Field("label", required=True, enum=("sincere", "joke", "sarcasm", "hypothetical")),
+    Field("confidence", "number", default=0.8, minimum=0.0, maximum=1.0),
+))
 
 GOOD = {"kind": "fact", "content": "用户现在主要用 Go 写后端", "subject": "user",
         "attribute": "编程语言", "value": "Go", "confidence": 0.9, "importance": 0.7}
@@ -199,8 +211,6 @@ def test_detect_language(text, lang):
     lambda turns: first_summary_prompt(turns),
     lambda turns: merged_summary_prompt({"goal": turns[0]["content"]}, turns),
     lambda turns: conflict_prompt(turns[0]["content"], turns[-1]["content"], kind="fact"),
-    lambda turns: profile_prompt([t["content"] for t in turns]),
-    lambda turns: credibility_prompt([t["content"] for t in turns]),
 ])
 def test_every_prompt_is_two_chat_messages_in_the_content_language(build):
     for turns, marker in ((ZH_TURNS, "的"), (EN_TURNS, "the")):
@@ -238,5 +248,3 @@ def test_prompt_examples_validate_against_their_schemas():
     assert len(parse(example, EXTRACTION_SCHEMA).items) == 1
     verdict = conflict_prompt("a", "b")[0]["content"]
     assert parse(verdict[verdict.index("{"):].replace("...", "same"), CONFLICT_SCHEMA).first
-    credibility = credibility_prompt(["a"])[0]["content"]
-    assert parse(credibility[credibility.index("{"):], CREDIBILITY_SCHEMA).items

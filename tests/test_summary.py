@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstrata.errors import ValidationError
-from memstrata.layers.summary import (PARTS, ExtractiveSummariser, StructuredSummary, Summariser,
-                                      detect_language, plan_incremental, update_summary)
+from memstrata.layers.episodic import ExtractiveSummariser, Summariser, plan_incremental, update_summary
+from memstrata.text import detect_language
+from memstrata.types import PARTS, StructuredSummary
 
 ZH = [{"role": "user", "content": "我想下个月去东京旅行，帮我规划一下。预算在一万元以内。不要安排红眼航班。"},
       {"role": "assistant", "content": "好的。我们决定住在新宿。机票已经订好了。你需要办签证吗？"}]

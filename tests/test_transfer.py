@@ -10,20 +10,20 @@ import io
 import json
 import os
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pgserver_fixture import pg_server, pg_url  # noqa: F401  (fixtures)
 
 from memstrata import Memory, errors
 from memstrata.cli.main import cli
 from memstrata.stores import open_store
 from memstrata.stores.transfer import FORMAT, export_jsonl, restore_jsonl
 from memstrata.types import Scope
-from pgserver_fixture import pg_server, pg_url  # noqa: F401  (fixtures)
 
-T0 = datetime(2024, 5, 8, 13, 56, 7, 123456, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 8, 13, 56, 7, 123456, tzinfo=UTC)
 LOCOMO = Path(os.environ.get("MEMSTRATA_LOCOMO_DEV", Path(__file__).resolve().parents[2]
                              / "shared" / "bench-data" / "locomo" / "locomo_dev.json"))
 

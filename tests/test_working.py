@@ -7,10 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstrata.errors import BudgetError, ToolCallSequenceError, ValidationError
-from memstrata.layers.summary import StructuredSummary
 from memstrata.layers.working import group_messages, trim
 from memstrata.tokens import count_messages
-from memstrata.types import Message
+from memstrata.types import Message, StructuredSummary
 
 TEXTS = ["hello", "What is the weather in Paris tomorrow?", "我想明天去北京出差，帮我订酒店。",
          "The build failed again; please check the logs.", "好的，已经完成了。", "ok"]

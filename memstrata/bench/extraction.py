@@ -78,8 +78,8 @@ def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
         chunk = texts[start:start + 64]
         vectors.update(zip(chunk, model.embed(chunk, kind="passage")))
     groups: dict[tuple, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for c in cands:
-        groups[c[:3]][0].append(c[3])
+    for cand in cands:
+        groups[cand[:3]][0].append(cand[3])
     for o in obs:
         groups[o[:3]][1].append(o[3])
     best_c: list[float] = []

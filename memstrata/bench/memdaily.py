@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ def parse_time(text: str) -> datetime:
     if not m:
         raise ValueError(f"unrecognised MemDaily time {text!r}")
     y, mo, d, h, mi = (int(x) for x in m.groups())
-    return datetime(y, mo, d, h, mi, tzinfo=timezone.utc)
+    return datetime(y, mo, d, h, mi, tzinfo=UTC)
 
 
 def load_memdaily(directory: str | Path) -> list[tuple[str, dict[str, Any]]]:
@@ -72,7 +72,7 @@ def run_memdaily(data: str | Path, *, ks: list[int], store: str | None = None,
                     hits = memory.retriever.search(scope, qa["question"], k=max(ks), filters=filters,
                                                    query_vector=qvec, touch=False,
                                                    preset=memory.settings.scoring, **options).hits
-                    table.add(system, qtype, [mids.get(h.id) for h in hits], qa["target_step_id"])
+                    table.add(system, qtype, [mids.get(h.id, "") for h in hits], qa["target_step_id"])
         embedder_name = memory.embedder.name
     return {"benchmark": "memdaily", "data": str(data), "embedder": embedder_name,
             "systems": table.summary(), "questions": questions, "skipped_error_items": skipped,

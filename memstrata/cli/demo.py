@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
@@ -12,7 +12,7 @@ from ..memory import Memory
 
 __all__ = ["run_demo", "SCRIPT", "QUERIES"]
 
-_T0 = datetime(2026, 9, 1, 9, 0, tzinfo=timezone.utc)
+_T0 = datetime(2026, 9, 1, 9, 0, tzinfo=UTC)
 
 # (session id, days after the first session, [(role, content), ...])
 SCRIPT: list[tuple[str, int, list[tuple[str, str]]]] = [

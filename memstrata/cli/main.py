@@ -7,6 +7,7 @@ usage). ``--json`` prints machine-readable output where it makes sense.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 from collections.abc import Callable
@@ -15,10 +16,36 @@ from typing import Any
 
 import click
 
+from ..config import SCORING_PRESETS
 from ..types import Kind
 from .main_helpers import handle_errors
 
-__all__ = ["main", "cli"]
+__all__ = ["main", "cli", "LAZY_COMMANDS"]
+
+#: Commands whose modules load only when they run (or when ``--help`` lists them), so
+#: ``memstrata add`` never imports the benchmarks: name -> "module:attribute".
+LAZY_COMMANDS = {
+    "bench": "memstrata.cli.bench:bench",
+    "llm": "memstrata.cli.llm:llm",
+    "usage": "memstrata.cli.llm:usage",
+    "worker": "memstrata.cli.maintain:worker",
+    "maintain": "memstrata.cli.maintain:maintain",
+    "export": "memstrata.cli.transfer:export",
+    "restore": "memstrata.cli.transfer:restore",
+}
+
+
+class _LazyGroup(click.Group):
+    """A group whose heavier subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS and name not in self.commands:
+            module, _, attribute = LAZY_COMMANDS[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
 
 STORE_HELP = "Storage URL (default: $MEMSTRATA_STORE or sqlite:///memstrata.db)."
 EMBEDDER_HELP = "Embedding provider (default: $MEMSTRATA_EMBEDDER or local:e5-small)."
@@ -32,7 +59,8 @@ def store_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def open_memory(store: str | None, embedder: str | None):
+def open_memory(store: str | None, embedder: str | None) -> Any:
+    """A Memory on ``--store`` / ``--embedder`` (imported here: ``--help`` stays fast)."""
     from ..memory import Memory
 
     return Memory(store, embedder=embedder)
@@ -42,16 +70,21 @@ def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", is_flag=True, help="Log what memstrata does (to stderr).")
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True,
+              help="Log what memstrata does to stderr: -v what each job, search and write did; "
+                   "-vv everything (debug).")
 @click.version_option(package_name="memstrata")
-def cli(verbose: bool) -> None:
+def cli(verbose: int) -> None:
     """memstrata — layered long-term memory for LLM agents.
 
     Start with `memstrata demo`. Every command has --help.
     """
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if verbose:  # the libraries underneath stay quiet unless asked twice
+        for noisy in ("httpx", "httpcore", "jieba", "urllib3"):
+            logging.getLogger(noisy).setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
 
 
 @cli.command()
@@ -113,7 +146,8 @@ def remember(store, embedder, agent_id, user_id, kind, importance, tags, content
 @click.option("--tag", "tags", multiple=True)
 @click.option("--mode", type=click.Choice(["hybrid", "lexical", "dense"]), default="hybrid",
               show_default=True)
-@click.option("--scoring", default=None, help="Scoring preset (balanced, fresh, decay, support, relevance).")
+@click.option("--scoring", default=None,
+              help=f"Scoring preset ({', '.join(SCORING_PRESETS)}; default: the scoring setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON with score parts.")
 @click.argument("query")
 @handle_errors
@@ -234,20 +268,6 @@ def migrate(store) -> None:
 
     with open_store(store or Settings.load().store) as opened:
         click.echo(f"{opened.url}: schema up to date")
-
-
-def _register() -> None:
-    from .bench import bench
-    from .transfer import export, restore
-
-    cli.add_command(bench)
-    from .llm import llm, usage; cli.add_command(llm); cli.add_command(usage)
-    from .maintain import maintain, worker; cli.add_command(worker); cli.add_command(maintain)
-    cli.add_command(export)
-    cli.add_command(restore)
-
-
-_register()
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ValidationError
-from ..retrieval.text import analyze
+from ..text import analyze
 from ..tokens import REPLY_PRIMING, Tokenizer, count_message
 from .working import Dropped, Policy, TrimReport, group_messages, trim
 
@@ -165,7 +165,8 @@ def _clip(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: max(1, chars - 1)].rstrip() + "…"
 
 
-def _merge(lines: Sequence[MemoryLine], threshold: float) -> tuple[list[tuple[MemoryLine, int]], list[Dropped]]:
+def _merge(lines: Sequence[MemoryLine],
+           threshold: float) -> tuple[list[tuple[MemoryLine, int]], list[Dropped]]:
     """Fold near-duplicates into the best-scored line of their group; (line, count) pairs."""
     kept: list[tuple[MemoryLine, set[str], int]] = []
     dropped = []
@@ -236,7 +237,8 @@ def _fit_text(what: str, tag: str, text: str | None, cap: int, tokenizer: Tokeni
             lines.pop()
         content = _block(what, tag, lines)
         if lines and _cost(content, tokenizer) <= cap:
-            return content, _cost(content, tokenizer), [Dropped("compressed", (), f"{name} shortened to fit {cap} tokens")]
+            dropped = [Dropped("compressed", (), f"{name} shortened to fit {cap} tokens")]
+            return content, _cost(content, tokenizer), dropped
     return None, 0, [Dropped("over_quota", (), f"{name} did not fit {cap} tokens")]
 
 

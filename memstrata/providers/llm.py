@@ -15,31 +15,27 @@ purpose. HTTP and transport failures become :mod:`memstrata.errors` exceptions.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
-import random
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from ..errors import (ConfigError, ProviderAuthError, ProviderError, ProviderNotFoundError,
-                      ProviderRateLimitError, ProviderResponseError, ProviderTimeoutError,
-                      ValidationError)
-from ..types import Message
+from ..errors import ConfigError, ProviderError, ProviderResponseError, ValidationError
+from ..types import Message, UsageRecord, UsageSummary
+from .http import Retry, post_json
 from .structured import Parsed, Schema, extract_json, parse
 
-__all__ = ["LLM", "Completion", "UsageRecord", "UsageSummary", "UsageSink", "UsageLog",
+__all__ = ["LLM", "Completion", "UsageSink", "UsageLog",
            "OpenAICompatibleLLM", "parse_provider", "OPENAI_BASE_URL", "STRUCTURED_MODES"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 # Ways to ask for JSON, best first: OpenAI/vLLM take json_schema; llama-cpp-python and
 # older llama.cpp builds take json_object with a "schema" (enforced by a grammar).
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
@@ -94,72 +90,6 @@ class LLM(Protocol):
 
 
 # ---------------------------------------------------------------- usage
-
-
-@dataclass(frozen=True, slots=True)
-class UsageRecord:
-    """One provider call: what it cost and how long it took. ``error`` names the
-    exception class when the call failed."""
-
-    at: datetime
-    model: str
-    purpose: str
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Whether the call succeeded."""
-        return self.error is None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the row a store would persist)."""
-        out = asdict(self)
-        out["at"] = self.at.isoformat()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "UsageRecord":
-        """The inverse of :meth:`to_dict`."""
-        values = dict(data)
-        values["at"] = datetime.fromisoformat(values["at"])
-        return cls(**values)
-
-
-@dataclass(frozen=True, slots=True)
-class UsageSummary:
-    """Totals over a set of usage records."""
-
-    calls: int = 0
-    failures: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-    @property
-    def mean_latency_s(self) -> float:
-        """Average seconds per call (0 when there were none)."""
-        return self.latency_s / self.calls if self.calls else 0.0
-
-    def __add__(self, other: "UsageSummary") -> "UsageSummary":
-        return UsageSummary(self.calls + other.calls, self.failures + other.failures,
-                            self.prompt_tokens + other.prompt_tokens,
-                            self.completion_tokens + other.completion_tokens,
-                            self.latency_s + other.latency_s)
-
-    def add(self, r: UsageRecord) -> "UsageSummary":
-        """These totals with one more record counted."""
-        return UsageSummary(self.calls + 1, self.failures + (not r.ok),
-                            self.prompt_tokens + r.prompt_tokens,
-                            self.completion_tokens + r.completion_tokens,
-                            self.latency_s + r.latency_s)
 
 
 class UsageSink(Protocol):
@@ -305,39 +235,17 @@ class OpenAICompatibleLLM:
                 self.structured_output = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
 
     def _post(self, body: dict[str, Any], detect_rejected_format: bool = False) -> Any:
-        url = f"{self.base_url}/chat/completions"
-        for attempt in range(self.max_retries + 1):
-            last = attempt == self.max_retries
-            try:
-                response = self._client.post("/chat/completions", json=body)
-            except httpx.TimeoutException as exc:
-                raise ProviderTimeoutError(
-                    f"{url} did not answer within {self.timeout_s:g}s: raise the timeout "
-                    "or use a smaller model / shorter prompt") from exc
-            except httpx.TransportError as exc:
-                if last:
-                    raise ProviderError(f"cannot reach {url} ({exc}): is the server running "
-                                        "and the base URL right?") from exc
-                self.sleep(self._delay(attempt, None))
-                continue
+        def inspect(response: httpx.Response) -> None:
             if detect_rejected_format and _rejects_format(response):
                 raise _FormatRejected()
-            if response.status_code in _RETRY_STATUS and not last:
-                self.sleep(self._delay(attempt, response.headers.get("retry-after")))
-                continue
-            return _json_body(response, url, self.model)
-        raise AssertionError("unreachable")  # the last attempt always returns or raises
 
-    def _delay(self, attempt: int, retry_after: str | None) -> float:
-        hinted = _retry_after_seconds(retry_after)
-        if hinted is not None:
-            return min(max(hinted, 0.0), self.max_wait_s)
-        # Full jitter keeps many clients from retrying in lockstep.
-        return min(self.backoff_s * 2 ** attempt, self.max_wait_s) * random.uniform(0.5, 1.0)
+        return post_json(self._client, "/chat/completions", body, model=self.model,
+                         retry=Retry(self.max_retries, self.backoff_s, self.max_wait_s),
+                         timeout_s=self.timeout_s, sleep=self.sleep, inspect=inspect)
 
     def _record(self, purpose: str, tin: int, tout: int, latency: float, error: str | None,
                 model: str | None = None) -> None:
-        self.usage.record(UsageRecord(datetime.now(timezone.utc), model or self.model, purpose,
+        self.usage.record(UsageRecord(datetime.now(UTC), model or self.model, purpose,
                                       tin, tout, latency, error))
 
 
@@ -360,42 +268,6 @@ def _rejects_format(response: httpx.Response) -> bool:
     # Some servers answer 500 "response_format type must be one of text or json_object".
     text = response.text.lower() if response.status_code >= 500 else ""
     return "response_format" in text or "json_schema" in text
-
-
-def _retry_after_seconds(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None  # unparseable: fall back to our own backoff
-    return (when - datetime.now(timezone.utc)).total_seconds() if when and when.tzinfo else None
-
-
-def _json_body(response: httpx.Response, url: str, model: str) -> Any:
-    try:
-        response.raise_for_status()
-    except httpx.HTTPStatusError as exc:
-        status, detail = response.status_code, response.text[:300]
-        if status in (401, 403):
-            raise ProviderAuthError(f"{url} rejected the API key (HTTP {status}): pass api_key= "
-                                    "or set OPENAI_API_KEY / MEMSTRATA_LLM_API_KEY") from exc
-        if status == 404:
-            raise ProviderNotFoundError(f"{url} answered 404 for model {model!r}: check the "
-                                        f"model name / base URL ({detail})") from exc
-        if status == 429:
-            raise ProviderRateLimitError(f"{url} is still rate limiting (HTTP 429) after all "
-                                         "retries: slow down or raise the quota") from exc
-        raise ProviderResponseError(f"{url} failed with HTTP {status}: {detail}") from exc
-    try:
-        return response.json()
-    except ValueError as exc:
-        raise ProviderResponseError(f"{url} answered with something that is not JSON: "
-                                    f"{response.text[:200]!r}") from exc
 
 
 def _completion(data: Any, model: str, schema: Schema | None, server_schema: bool,

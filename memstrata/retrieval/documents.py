@@ -2,8 +2,9 @@
 
 A raw turn is indexed with two lexical fields: its own text (speaker name included) and
 its context — the two previous and two next turns of the same session said within 30
-minutes of it, and the day it was said — weighted lower at search time. Context is what lets "when did Caroline go to the
-support group?" find the turn that only says "I went yesterday": the date and the
+minutes of it, and the day it was said — weighted lower at search time. Context is what
+lets "when did Caroline go to the support group?" find the turn that only says "I went
+yesterday": the date and the
 neighbouring turns carry the words the turn itself lacks.
 """
 
@@ -13,8 +14,8 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from ..text import is_cjk_text, tokenize
 from ..types import MemoryItem, Message, Role
-from .text import is_cjk_text, tokenize
 
 __all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "item_texts", "build_query",
            "split_question"]

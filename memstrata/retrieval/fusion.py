@@ -16,7 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Candidate", "Fused", "fuse", "rrf", "weighted"]
+from ..errors import ConfigError
+
+__all__ = ["Candidate", "Fused", "fuse", "rrf", "weighted", "FUSION_METHODS"]
+
+FUSION_METHODS = ("weighted", "rrf")
 
 Candidate = tuple[str, float]  # (doc id, raw score: higher is better)
 
@@ -93,4 +97,4 @@ def fuse(dense: Sequence[Candidate], lexical: Sequence[Candidate], *, method: st
         return rrf(dense, lexical, dense_weight=dense_weight, lexical_weight=lexical_weight, k=rrf_k)
     if method == "weighted":
         return weighted(dense, lexical, dense_weight=dense_weight, lexical_weight=lexical_weight)
-    raise ValueError(f"unknown fusion method {method!r}; use 'weighted' or 'rrf'")
+    raise ConfigError(f"unknown fusion method {method!r}; use one of {', '.join(FUSION_METHODS)}")

@@ -20,9 +20,12 @@ candidates that are relevant. ``gated=False`` gives the seeds' formula verbatim.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
+
+from ..errors import ValidationError
 
 __all__ = ["ScoringPreset", "PRESETS", "get_preset", "recency", "final_score"]
 
@@ -59,12 +62,14 @@ PRESETS: dict[str, ScoringPreset] = {
 
 
 def get_preset(name: "str | ScoringPreset") -> ScoringPreset:
+    """A preset by name (or the preset itself); ValidationError for an unknown name."""
     if isinstance(name, ScoringPreset):
         return name
     try:
         return PRESETS[name]
     except KeyError:
-        raise ValueError(f"unknown scoring preset {name!r}; choose from {sorted(PRESETS)}") from None
+        raise ValidationError(f"unknown scoring preset {name!r}; choose one of "
+                              f"{', '.join(PRESETS)}") from None
 
 
 def recency(created_at: datetime, now: datetime, preset: ScoringPreset) -> float:

@@ -9,26 +9,34 @@ of both lists (R5.6).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from ..config import Settings
-from ..providers.embedders import Embedder, content_hash
-from ..stores.base import DocInfo, Store
+from ..providers.embedders import Embedder
+from ..stores.base import DocInfo, ItemStore, SearchIndex
+from ..text import analyze
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, utcnow
 from .documents import build_query, split_question
 from .fusion import Candidate, Fused, fuse
-from .text import analyze
 from .scoring import ScoringPreset, final_score, get_preset
 
-__all__ = ["Retriever", "SearchResult", "Mode", "embed_cached"]
+__all__ = ["Retriever", "SearchResult", "Mode", "MODES"]
+
+log = logging.getLogger("memstrata.search")
 
 Mode = Literal["hybrid", "lexical", "dense"]
+MODES: tuple[str, ...] = ("hybrid", "lexical", "dense")
+
+
+class _SearchBackend(SearchIndex, ItemStore, Protocol):
+    """What search needs of a store: the index, and access statistics of items."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,26 +48,10 @@ class SearchResult:
     dense_candidates: list[tuple[str, float]] = field(default_factory=list)
     query_tokens: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"hits": [h.to_dict() for h in self.hits], "query_tokens": self.query_tokens,
                 "lexical_candidates": self.lexical_candidates,
                 "dense_candidates": self.dense_candidates}
-
-
-def embed_cached(store: Store, embedder: Embedder, texts: Sequence[str],
-                 kind: Literal["query", "passage"] = "passage") -> np.ndarray:
-    """Embed ``texts``, reusing vectors cached by content hash in the store."""
-    if not texts:
-        return np.zeros((0, embedder.dim), dtype=np.float32)
-    hashes = [content_hash(t, kind) for t in texts]
-    cached = store.cached_vectors(embedder.name, sorted(set(hashes)))
-    missing = sorted({h: t for h, t in zip(hashes, texts) if h not in cached}.items())
-    if missing:
-        vectors = embedder.embed([t for _, t in missing], kind=kind)
-        fresh = {h: vectors[i] for i, (h, _) in enumerate(missing)}
-        store.cache_vectors(embedder.name, fresh)
-        cached.update(fresh)
-    return np.stack([cached[h] for h in hashes]).astype(np.float32)
 
 
 def _best_first(scores: dict[str, float]) -> list[Candidate]:
@@ -69,7 +61,8 @@ def _best_first(scores: dict[str, float]) -> list[Candidate]:
 class Retriever:
     """Hybrid search over one store with one embedder."""
 
-    def __init__(self, store: Store, embedder: Embedder, settings: Settings | None = None) -> None:
+    def __init__(self, store: _SearchBackend, embedder: Embedder,
+                 settings: Settings | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.settings = settings or Settings()  # candidates, fusion and weights, expansion…
@@ -202,6 +195,11 @@ class Retriever:
                                     kind=Kind(info.kind) if info.kind else None))
         scored.sort(key=lambda h: (-h.score, h.id))
         hits = scored[:k]
+        if log.isEnabledFor(logging.INFO):
+            log.info("search %r for %r (%s, %d question(s)): %d lexical + %d dense candidates "
+                     "-> %d fused -> top %d%s", query[:80], scope.user_id, mode, len(questions),
+                     len(lexical_all), len(dense_all), len(fused), len(hits),
+                     "".join(f"\n  {h.score:.3f} [{h.layer.value}] {h.text[:70]}" for h in hits[:5]))
         if touch:
             items = [h.id for h in hits if h.layer is Layer.SEMANTIC]
             if items:

@@ -1,11 +1,14 @@
-"""Sessions (L1/L2 hot state): the :class:`SessionStore` seam, its backends, and the
-:class:`SessionManager` that runs progressive summaries and idle archiving over it.
+"""Session state (L1/L2 hot state): the :class:`SessionStore` seam and its backends.
 
 =====================================  ===========================================
-(no URL)                               the main SQLite store's ``sessions`` table
-``redis://host:6379/0?prefix=ms``      one Redis server
+(no URL)                               the main store's own session rows (SQLite
+                                       or PostgreSQL alike)
+``redis://host:6379/0?prefix=ms``      one Redis server (the hot option)
 ``redis+cluster://host:7000``          a Redis Cluster (keys hash-tagged by session)
 =====================================  ===========================================
+
+The L2 life cycle over these stores — progressive summaries, idle archiving, resume —
+is :class:`memstrata.layers.episodic.SessionManager`.
 """
 
 from __future__ import annotations
@@ -16,10 +19,8 @@ from urllib.parse import urlsplit
 from ..errors import ConfigError
 from ..stores.base import Store
 from .base import DEFAULT_WINDOW_MESSAGES, STATUSES, SessionState, SessionStore
-from .manager import Resume, SessionManager
 
-__all__ = ["SessionState", "SessionStore", "SessionManager", "Resume", "open_session_store",
-           "SESSION_BACKENDS", "STATUSES"]
+__all__ = ["SessionState", "SessionStore", "open_session_store", "SESSION_BACKENDS", "STATUSES"]
 
 
 def _redis(url: str, store: Store, window: int) -> SessionStore:
@@ -28,10 +29,14 @@ def _redis(url: str, store: Store, window: int) -> SessionStore:
     return RedisSessionStore(url, store, window=window)
 
 
-def _sqlite(url: str, store: Store, window: int) -> SessionStore:
-    from .sqlite import SQLiteSessionStore
+def _main(url: str, store: Store, window: int) -> SessionStore:
+    from .store import StoreSessionStore
 
-    return SQLiteSessionStore(store, window=window)
+    if url != store.url:
+        raise ConfigError(f"sessions={url!r} names another database than the main store "
+                          f"{store.url!r}; leave sessions empty to keep them in the main store, "
+                          "or use redis://host:6379/0")
+    return StoreSessionStore(store, window=window)
 
 
 # scheme -> factory(url, main store, window)
@@ -40,14 +45,16 @@ SESSION_BACKENDS: dict[str, Callable[[str, Store, int], SessionStore]] = {
     "rediss": _redis,
     "redis+cluster": _redis,
     "rediss+cluster": _redis,
-    "sqlite": _sqlite,
-    "memory": _sqlite,
+    "sqlite": _main,
+    "memory": _main,
+    "postgresql": _main,
+    "postgres": _main,
 }
 
 
 def open_session_store(url: str | None, store: Store, *,
                        window: int = DEFAULT_WINDOW_MESSAGES) -> SessionStore:
-    """The session store a URL names; None or ``""`` means the main store's own table.
+    """The session store a URL names; None or ``""`` means the main store's own rows.
 
     ``store`` is the main Store: the default backend lives in it, and the others archive
     into it.

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..layers.summary import StructuredSummary
-from ..types import Message, Scope
+from ..types import Message, Scope, StructuredSummary
 
 __all__ = ["SessionState", "SessionStore", "STATUSES", "DEFAULT_WINDOW_MESSAGES"]
 
@@ -119,7 +118,7 @@ class SessionStore(ABC):
     def latest(self, scope: Scope, *, exclude: str | None = None) -> SessionState | None:
         """The user's most recently active session that has a summary (for resume)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a hook: most stores hold nothing to release)
         """Release connections (the main Store is closed by its owner)."""
 
     def __enter__(self) -> "SessionStore":

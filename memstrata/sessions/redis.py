@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 from ..errors import ConfigError, ConflictError, StoreError, StoreUnavailableError
-from ..layers.summary import StructuredSummary
 from ..stores.base import Store
-from ..types import Message, Role, Scope, dumps, from_timestamp, new_id, parse_time
+from ..types import Message, Role, Scope, StructuredSummary, dumps, from_timestamp, new_id, parse_time
 from .base import DEFAULT_WINDOW_MESSAGES, SessionState, SessionStore
 
 __all__ = ["RedisSessionStore"]
@@ -151,10 +151,8 @@ class RedisSessionStore(SessionStore):
                             parts.netloc, parts.path, "", ""))
         opts = {"socket_timeout": 10, "socket_connect_timeout": 5}
         try:
-            if cluster:
-                self.client = RedisCluster.from_url(plain, **opts)
-            else:
-                self.client = redis.Redis.from_url(plain, **opts)
+            self.client: Any = (RedisCluster.from_url(plain, **opts) if cluster
+                                else redis.Redis.from_url(plain, **opts))
             self.client.ping()
         except redis.exceptions.RedisError as exc:
             raise _explain(exc, self._where) from exc
@@ -183,7 +181,7 @@ class RedisSessionStore(SessionStore):
     def _member(scope: Scope, session_id: str) -> str:
         return json.dumps([scope.namespace, scope.user_id, session_id])
 
-    def _call(self, func, *args, **kwargs):
+    def _call(self, func: Any, *args: Any, **kwargs: Any) -> Any:
         import redis
 
         try:
@@ -193,7 +191,8 @@ class RedisSessionStore(SessionStore):
 
     # -- reads -----------------------------------------------------------------------
     def _read(self, scope: Scope, session_id: str, window: int) -> tuple[dict[str, str], list[Message]]:
-        meta_raw, log = self._call(self._load, keys=self._keys(scope, session_id), args=[-window if window else 0])
+        meta_raw, log = self._call(self._load, keys=self._keys(scope, session_id),
+                                   args=[-window if window else 0])
         it = iter(x.decode() if isinstance(x, bytes) else x for x in meta_raw)
         return dict(zip(it, it)), [_message(r) for r in log]
 
@@ -229,7 +228,7 @@ class RedisSessionStore(SessionStore):
 
     def append(self, scope: Scope, session_id: str, messages: Sequence[Message],
                expected_version: int) -> tuple[SessionState, list[Message]]:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         base = self.load(scope, session_id).message_count if expected_version else 0
         stored = [Message(role=m.role, content=m.content, created_at=m.created_at,
                           id=m.id or new_id("msg"), session_id=session_id, seq=base + i,
@@ -266,7 +265,7 @@ class RedisSessionStore(SessionStore):
             if fresh:
                 self.store.append_messages(scope, session_id, fresh)
             self._call(self._trim, keys=self._keys(scope, session_id),
-                       args=[held[0].id, len(held), _ts(datetime.now(timezone.utc))])
+                       args=[held[0].id, len(held), _ts(datetime.now(UTC))])
         else:
             self._call(self._trim, keys=self._keys(scope, session_id), args=["", 0, "0"])
         state = self.load(scope, session_id)

@@ -1,9 +1,12 @@
 """Storage backends, opened by URL.
 
-=========================  ==================================================
-``sqlite:///memstrata.db``  one SQLite file (the embedded default)
-``memory://``               SQLite in memory (tests, throw-away runs)
-=========================  ==================================================
+==============================  =================================================
+``sqlite:///memstrata.db``       one SQLite file (the embedded default)
+``memory://``                    SQLite in memory (tests, throw-away runs)
+``postgresql://user@host/db``    PostgreSQL + pgvector (``memstrata[postgres]``)
+==============================  =================================================
+
+The seams every backend implements are in :mod:`memstrata.stores.base`.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import ConfigError
-from .base import DocInfo, IndexDoc, SessionInfo, Store
+from .base import DocInfo, IndexDoc, SessionInfo, SessionRecord, Store
 
-__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "open_store", "BACKENDS"]
+__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "open_store", "BACKENDS"]
 
 
 def _sqlite(url: str) -> Store:

@@ -1,32 +1,60 @@
-"""The storage seam: what every backend (SQLite, PostgreSQL) implements.
+"""The storage seams: small protocols, each one concern, that every backend implements.
 
-A backend stores four things for each scope (namespace, user): the raw session log,
-memory items with their version history, and a retrieval index of *documents* — one per
-raw turn (episodic layer) and one per memory item (semantic layer) — searchable
-lexically (pre-analysed tokens, see :mod:`memstrata.retrieval.text`) and by vector.
-Fusion, scoring and everything else above this seam are shared by all backends.
+A backend (SQLite, PostgreSQL) stores, for each scope (namespace, user): the raw session
+log and its session rows, memory items with their version history, durable jobs, a
+retrieval index of *documents* — one per raw turn (episodic layer) and one per memory
+item (semantic layer), searchable lexically (pre-analysed tokens, see
+:mod:`memstrata.text`) and by vector — an embedding cache, LLM usage records, profile
+versions and store-wide metadata. Fusion, scoring, sessions, the write path and
+everything else above these seams are shared by all backends.
+
+=================  =====================================================  ==========================
+protocol           methods                                                used by
+=================  =====================================================  ==========================
+:class:`Lifecycle`  setup, close, transaction, compact, list_users,        Memory
+                    delete_user
+:class:`MessageLog` append_messages, get_messages, delete_messages         sessions, indexer, forget
+:class:`SessionRows` list_sessions, get_session, update_session,           sessions (any backend)
+                    idle_sessions, restore_session
+:class:`ItemStore`  write_item, get_item, list_items, history,             the item writer
+                    delete_item, touch_items
+:class:`JobQueue`   enqueue_job, claim_job, finish_job, list_jobs,         the worker
+                    restore_jobs
+:class:`SearchIndex` index, lexical_search, vector_search, doc_info        the retriever, indexer
+:class:`VectorCache` cached_vectors, cache_vectors, forget_vectors         embedding through a cache
+:class:`UsageStore`   record_llm_usage, llm_usage, version_actors           metered LLM, usage report
+:class:`MetaStore`  get_meta, set_meta, profile_versions,                  profile, embedder check
+                    add_profile_version
+=================  =====================================================  ==========================
+
+:class:`Store` is all of them together: what :func:`memstrata.stores.open_store`
+returns. Code above the seam asks for the narrowest protocol it needs.
 
 Every method takes the :class:`~memstrata.types.Scope` first, and every row a backend
 writes carries (namespace, user_id): the schema shards by user without changes.
+Backend-neutral rules (job state transitions, error wording, the default visibility of
+documents) live in :mod:`memstrata.stores.policy`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from ..types import Filters, ItemVersion, Layer, MemoryItem, Message, Scope
+from ..types import Filters, ItemVersion, Layer, MemoryItem, Message, Scope, UsageRecord
 
-if TYPE_CHECKING:
-    from ..providers.llm import UsageRecord
+__all__ = ["Store", "Lifecycle", "MessageLog", "SessionRows", "ItemStore", "JobQueue",
+           "SearchIndex", "VectorCache", "UsageStore", "MetaStore", "IndexDoc", "DocInfo",
+           "SessionInfo", "SessionRecord", "Job", "ProfileVersion"]
 
-__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "Job", "ProfileVersion"]
+
+# ---------------------------------------------------------------- values
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +78,14 @@ class IndexDoc:
     importance: float | None = None
     vector: np.ndarray | None = None
 
+    def same_entry(self, other: "IndexDoc") -> bool:
+        """True when ``other`` would store exactly this entry (the vector aside)."""
+        return all(getattr(self, f) == getattr(other, f) for f in _ENTRY_FIELDS)
+
+
+_ENTRY_FIELDS = ("id", "layer", "text", "body", "context", "created_at", "session_id", "kind",
+                 "status", "tags", "importance")
+
 
 @dataclass(frozen=True, slots=True)
 class DocInfo:
@@ -72,8 +108,9 @@ class Job:
 
     ``status`` is ``pending`` → ``running`` (claimed by ``worker`` until ``lease_until``)
     → ``done`` or ``failed``; a failed attempt goes back to ``pending`` until the
-    attempts run out. A running job whose lease expired (its worker died) is claimable
-    again. Jobs of one user run one at a time, oldest first.
+    attempts run out (:func:`memstrata.stores.policy.job_outcome`). A running job whose
+    lease expired (its worker died) is claimable again. Jobs of one user run one at a
+    time, oldest first.
     """
 
     id: str
@@ -93,6 +130,15 @@ class Job:
     def scope(self) -> Scope:
         return Scope(self.user_id, self.namespace)
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"id": self.id, "namespace": self.namespace, "user_id": self.user_id,
+                "kind": self.kind, "payload": dict(self.payload), "status": self.status,
+                "attempts": self.attempts, "created_at": self.created_at.isoformat(),
+                "updated_at": self.updated_at.isoformat(), "worker": self.worker,
+                "lease_until": self.lease_until.isoformat() if self.lease_until else None,
+                "last_error": self.last_error}
+
 
 @dataclass(frozen=True, slots=True)
 class ProfileVersion:
@@ -106,38 +152,44 @@ class ProfileVersion:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionInfo:
-    session_id: str
-    created_at: datetime
-    updated_at: datetime
-    status: str
-    version: int
-    message_count: int
-
-
-@dataclass(frozen=True, slots=True)
 class SessionRecord:
-    """A session row in full, as :meth:`Store.export_sessions` reads it and
-    :meth:`Store.restore_session` writes it back (exports between backends)."""
+    """A session row in full: what :meth:`SessionRows.list_sessions` returns and
+    :meth:`SessionRows.restore_session` writes back. ``summary`` is the stored JSON of
+    the L2 summary; ``message_count`` counts the messages in the main store's log and
+    ``next_seq`` is the sequence number the next one gets (they differ once messages
+    were forgotten)."""
 
     session_id: str
     created_at: datetime
     updated_at: datetime
     status: str
     version: int
+    message_count: int = 0
     summary: str | None = None
     message_range_end: int = 0
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    next_seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the summary left as stored)."""
+        return {"session_id": self.session_id, "created_at": self.created_at.isoformat(),
+                "updated_at": self.updated_at.isoformat(), "status": self.status,
+                "version": self.version, "message_count": self.message_count,
+                "message_range_end": self.message_range_end, "metadata": dict(self.metadata)}
 
 
-class Store(ABC):
-    """A memstrata storage backend. Open one with :func:`memstrata.stores.open_store`."""
+#: What :meth:`memstrata.Memory.sessions` returns: the session rows.
+SessionInfo = SessionRecord
+
+
+# ---------------------------------------------------------------- the seams
+
+
+class Lifecycle(Protocol):
+    """Opening, transactions, reclaiming space, and whole users."""
 
     url: str
-    supports_vectors: bool = True
-    supports_fulltext: bool = True
 
-    # -- lifecycle ---------------------------------------------------------------
     @abstractmethod
     def setup(self) -> list[str]:
         """Apply pending named migrations; return the names applied."""
@@ -146,21 +198,36 @@ class Store(ABC):
     def close(self) -> None: ...
 
     @abstractmethod
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """All writes inside commit together or not at all. Nests."""
+    def transaction(self) -> AbstractContextManager[None]:
+        """All writes inside commit together or not at all. Nests (savepoints)."""
 
-    def __enter__(self) -> "Store":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- raw session log ------------------------------------------------------------
     @abstractmethod
-    def append_messages(self, scope: Scope, session_id: str,
-                        messages: Sequence[Message]) -> list[Message]:
-        """Append to a session's log, assigning ids and sequence numbers; durable on return."""
+    def compact(self) -> None:
+        """Reclaim the space of deleted rows so their bytes leave the files
+        (SQLite: FTS5 optimize, VACUUM, WAL truncate; PostgreSQL: VACUUM)."""
+
+    @abstractmethod
+    def list_users(self) -> list[Scope]:
+        """Every scope with a session or an item, in (namespace, user) order."""
+
+    @abstractmethod
+    def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
+        """Hard delete everything of a scope: items, versions, index documents, vectors,
+        jobs, profile versions, usage and (with ``messages``) sessions and raw messages."""
+
+
+class MessageLog(Protocol):
+    """The raw session log: append-only, the source of truth."""
+
+    @abstractmethod
+    def append_messages(self, scope: Scope, session_id: str, messages: Sequence[Message], *,
+                        expected_version: int | None = None) -> list[Message]:
+        """Append to a session's log, assigning ids and sequence numbers; the session row
+        is created or bumped (version + 1, status ``open``). Durable on return.
+
+        With ``expected_version`` (0: a session never written) the append happens only
+        if the session row is at that version, checked atomically with the write;
+        otherwise :class:`~memstrata.errors.ConflictError` and nothing is written."""
 
     @abstractmethod
     def get_messages(self, scope: Scope, session_id: str, *, start: int = 0,
@@ -168,12 +235,49 @@ class Store(ABC):
         """A session's messages in order, from sequence number ``start``."""
 
     @abstractmethod
-    def list_sessions(self, scope: Scope) -> list[SessionInfo]: ...
+    def delete_messages(self, scope: Scope, message_ids: Sequence[str]) -> None:
+        """Hard delete raw messages and their index documents."""
 
-    # -- memory items ---------------------------------------------------------------
+
+class SessionRows(Protocol):
+    """Session rows: version (optimistic locking), status, the stored summary."""
+
+    @abstractmethod
+    def list_sessions(self, scope: Scope) -> list[SessionRecord]:
+        """The scope's sessions, oldest first (then by id)."""
+
+    @abstractmethod
+    def get_session(self, scope: Scope, session_id: str) -> SessionRecord | None:
+        """One session row, or None when the session was never written."""
+
+    @abstractmethod
+    def update_session(self, scope: Scope, session_id: str, expected_version: int, *,
+                       status: str | None = None, summary: str | None = None,
+                       message_range_end: int | None = None) -> SessionRecord:
+        """Change the given fields and bump the version, only if the row is at
+        ``expected_version``; otherwise :class:`~memstrata.errors.ConflictError` and no
+        change."""
+
+    @abstractmethod
+    def idle_sessions(self, before: datetime, limit: int = 100) -> list[tuple[Scope, str]]:
+        """Sessions of every user not archived and not written since ``before``,
+        oldest first (a sweep across users: on a sharded store it fans out)."""
+
+    @abstractmethod
+    def restore_session(self, scope: Scope, session: SessionRecord,
+                        messages: Sequence[Message]) -> None:
+        """Write a session row and its messages exactly as given — ids, sequence numbers,
+        times, version — for restoring an export. The retrieval index is not touched:
+        rebuild it with :meth:`memstrata.Memory.reindex`."""
+
+
+class ItemStore(Protocol):
+    """Memory items and their version history."""
+
     @abstractmethod
     def write_item(self, scope: Scope, item: MemoryItem, version: ItemVersion) -> None:
-        """Insert or replace an item and append its version row, atomically."""
+        """Insert or replace an item and append its version row, atomically. The index
+        is not touched: :class:`memstrata.layers.semantic.items.ItemWriter` owns that."""
 
     @abstractmethod
     def get_item(self, scope: Scope, item_id: str) -> MemoryItem:
@@ -196,7 +300,10 @@ class Store(ABC):
     def touch_items(self, scope: Scope, item_ids: Sequence[str], at: datetime) -> None:
         """Access statistics: last_accessed = at, access_count += 1."""
 
-    # -- durable jobs ---------------------------------------------------------------
+
+class JobQueue(Protocol):
+    """Durable background jobs, one queue per user."""
+
     @abstractmethod
     def enqueue_job(self, scope: Scope, kind: str, payload: Mapping[str, Any]) -> Job:
         """Persist a pending job (inside the caller's transaction, if any)."""
@@ -220,49 +327,15 @@ class Store(ABC):
                   created_before: datetime | None = None, limit: int = 1000) -> list[Job]:
         """Jobs oldest first, of one scope or all, narrowed by status and creation time."""
 
-    # -- forgetting -----------------------------------------------------------------
     @abstractmethod
-    def delete_messages(self, scope: Scope, message_ids: Sequence[str]) -> None:
-        """Hard delete raw messages and their index documents."""
+    def restore_jobs(self, scope: Scope, jobs: Sequence[Job]) -> None:
+        """Write jobs exactly as given — ids, statuses, attempts, leases, times — queued in
+        the given order, for restoring an export."""
 
-    @abstractmethod
-    def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
-        """Hard delete everything of a scope: items, versions, index documents, vectors,
-        jobs, profile versions and (with ``messages``) sessions and raw messages."""
 
-    @abstractmethod
-    def forget_vectors(self, model: str, hashes: Sequence[str]) -> None:
-        """Drop embedding-cache rows (the vectors of forgotten texts)."""
+class SearchIndex(Protocol):
+    """The retrieval index: documents searchable by BM25 and by cosine."""
 
-    @abstractmethod
-    def compact(self) -> None:
-        """Reclaim the space of deleted rows so their bytes leave the files
-        (SQLite: FTS5 optimize, VACUUM, WAL truncate; PostgreSQL: VACUUM)."""
-
-    # -- core profile -----------------------------------------------------------------
-    @abstractmethod
-    def profile_versions(self, scope: Scope) -> list[ProfileVersion]:
-        """Every version of the user's profile overrides, oldest first."""
-
-    @abstractmethod
-    def add_profile_version(self, scope: Scope, version: ProfileVersion) -> None:
-        """Append a profile version; ConflictError if that version number exists."""
-
-    # -- LLM usage (memstrata.assist) ---------------------------------------------------
-    def record_llm_usage(self, scope: Scope, record: "UsageRecord") -> None:
-        """Persist one LLM call of the scope (or a skipped one: ``error="budget"``)."""
-        raise NotImplementedError(f"{type(self).__name__} does not record LLM usage")
-
-    def llm_usage(self, scope: Scope, *, since: datetime | None = None) -> list["UsageRecord"]:
-        """The scope's LLM usage records, oldest first, from ``since`` on."""
-        raise NotImplementedError(f"{type(self).__name__} does not record LLM usage")
-
-    def version_actors(self, scope: Scope) -> dict[str, int]:
-        """How many version rows of the scope's items each actor wrote
-        (``rule:<id>``, ``llm:<model>``, ``api``, ``user``…)."""
-        raise NotImplementedError(f"{type(self).__name__} does not count version actors")
-
-    # -- retrieval index ------------------------------------------------------------
     @abstractmethod
     def index(self, scope: Scope, docs: Sequence[IndexDoc]) -> None:
         """Insert or update documents (incrementally: nothing is rebuilt)."""
@@ -283,14 +356,43 @@ class Store(ABC):
         """Cosine similarity; (doc id, cosine) best first."""
 
     @abstractmethod
-    def doc_info(self, scope: Scope, ids: Sequence[str]) -> dict[str, DocInfo]: ...
+    def doc_info(self, scope: Scope, ids: Sequence[str]) -> dict[str, DocInfo]:
+        """What a hit shows, for the ids still indexed."""
 
-    # -- embedding cache ------------------------------------------------------------
+
+class VectorCache(Protocol):
+    """Embeddings by content hash, so a text is embedded once per model."""
+
     @abstractmethod
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]: ...
 
     @abstractmethod
     def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None: ...
+
+    @abstractmethod
+    def forget_vectors(self, model: str, hashes: Sequence[str]) -> None:
+        """Drop embedding-cache rows (the vectors of forgotten texts)."""
+
+
+class UsageStore(Protocol):
+    """What the LLM cost, per user, and which path wrote each version."""
+
+    @abstractmethod
+    def record_llm_usage(self, scope: Scope, record: UsageRecord) -> None:
+        """Persist one LLM call of the scope (or a skipped one: ``error="budget"``)."""
+
+    @abstractmethod
+    def llm_usage(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
+        """The scope's LLM usage records, oldest first, from ``since`` on."""
+
+    @abstractmethod
+    def version_actors(self, scope: Scope) -> dict[str, int]:
+        """How many version rows of the scope's items each actor wrote
+        (``rule:<id>``, ``llm:<model>``, ``api``, ``user``…)."""
+
+
+class MetaStore(Protocol):
+    """Store-wide settings and each user's profile overrides."""
 
     @abstractmethod
     def get_meta(self, key: str) -> str | None:
@@ -299,25 +401,29 @@ class Store(ABC):
     @abstractmethod
     def set_meta(self, key: str, value: str) -> None: ...
 
-    # -- users ----------------------------------------------------------------------
     @abstractmethod
-    def list_users(self) -> list[Scope]: ...
-
-    # -- export and restore (memstrata.stores.transfer) ------------------------------
-    @abstractmethod
-    def export_sessions(self, scope: Scope) -> list[SessionRecord]:
-        """Every session row of the scope in full, ordered by session id."""
+    def profile_versions(self, scope: Scope) -> list[ProfileVersion]:
+        """Every version of the user's profile overrides, oldest first."""
 
     @abstractmethod
-    def restore_session(self, scope: Scope, session: SessionRecord,
-                        messages: Sequence[Message]) -> None:
-        """Write a session row and its messages exactly as given — ids, sequence numbers,
-        times, version — for restoring an export. Items go through :meth:`write_item`,
-        one call per version, oldest first. The retrieval index is not touched: rebuild
-        it with :meth:`memstrata.Memory.reindex`."""
+    def add_profile_version(self, scope: Scope, version: ProfileVersion) -> None:
+        """Append a profile version; ConflictError if that version number exists."""
 
-    @abstractmethod
-    def restore_jobs(self, scope: Scope, jobs: Sequence[Job]) -> None:
-        """Write jobs exactly as given — ids, statuses, attempts, leases, times — queued in
-        the given order, for restoring an export. Profile versions go through
-        :meth:`add_profile_version`."""
+
+class Store(Lifecycle, MessageLog, SessionRows, ItemStore, JobQueue, SearchIndex, VectorCache,
+            UsageStore, MetaStore, ABC):
+    """A memstrata storage backend: every seam above. Open one with
+    :func:`memstrata.stores.open_store`."""
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
+    """``values`` in lists of at most ``size`` (bound parameters per statement)."""
+    values = list(values)
+    for start in range(0, len(values), size):
+        yield values[start:start + size]

@@ -35,7 +35,7 @@ class _Grow:
     """A growable 1-d numpy array."""
 
     def __init__(self, dtype: type) -> None:
-        self.data = np.zeros(64, dtype=dtype)
+        self.data: np.ndarray = np.zeros(64, dtype=dtype)
         self.n = 0
 
     def append(self, value: object) -> None:

@@ -13,9 +13,9 @@
 Users come in (namespace, user_id) order; within a user, sessions by id, each followed
 by its messages by sequence number, then items by id, each with its whole version
 history, oldest first, then jobs in queue order (pending ones run after a restore, as
-they would have) and the versions of the profile overrides. Keys are sorted and separators fixed, so the same memory exports
-to the same bytes from SQLite and from PostgreSQL, and an export restored elsewhere and
-exported again is byte-identical.
+they would have) and the versions of the profile overrides. Keys are sorted and
+separators fixed, so the same memory exports to the same bytes from SQLite and from
+PostgreSQL, and an export restored elsewhere and exported again is byte-identical.
 
 What is *not* exported is what can be rebuilt: the retrieval index (documents, BM25
 statistics, vectors) and the embedding cache. A restore writes the rows; the caller
@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ..errors import ValidationError
-from ..types import (Filters, ItemVersion, MemoryItem, Message, Scope, Status, dumps,
-                     parse_time)
+from ..types import Filters, ItemVersion, MemoryItem, Message, Scope, Status, dumps, parse_time
 from .base import Job, ProfileVersion, SessionRecord, Store
 
 __all__ = ["FORMAT", "VERSION", "export_jsonl", "read_header", "restore_jsonl", "RestoreResult"]
@@ -58,7 +57,7 @@ def _session_record(scope: Scope, s: SessionRecord) -> dict[str, Any]:
 
 def _records(store: Store, scope: Scope) -> Iterator[dict[str, Any]]:
     """One user's records, in export order."""
-    for session in sorted(store.export_sessions(scope), key=lambda s: s.session_id):
+    for session in sorted(store.list_sessions(scope), key=lambda s: s.session_id):
         yield _session_record(scope, session)
         for message in store.get_messages(scope, session.session_id):
             yield {"type": "message", **_scope_fields(scope), **message.to_dict()}
@@ -176,8 +175,9 @@ def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export")
                     session, messages = (scope, SessionRecord(
                         record["session_id"], parse_time(record["created_at"]),
                         parse_time(record["updated_at"]), record["status"],
-                        int(record["version"]), record.get("summary"),
-                        int(record.get("message_range_end", 0)), record.get("metadata") or {})), []
+                        int(record["version"]), summary=record.get("summary"),
+                        message_range_end=int(record.get("message_range_end", 0)),
+                        metadata=record.get("metadata") or {})), []
                 elif kind == "message":
                     if session is None or (scope, record["session_id"]) != (session[0],
                                                                              session[1].session_id):

@@ -250,7 +250,8 @@ def forget_request(message: Message | str) -> str | None:
     text = message.content or "" if isinstance(message, Message) else message
     if re.search(r"\b(?:don't|do not|never) forget\b|别忘|不要忘|忘不了", text, re.I):
         return None
-    if re.fullmatch(r"\s*(?:oh,? |ok,? |never ?mind,? )?(?:just )?forget(?: it| about it)?[.!]*\s*", text, re.I):
+    if re.fullmatch(r"\s*(?:oh,? |ok,? |never ?mind,? )?(?:just )?forget(?: it| about it)?[.!]*\s*",
+                    text, re.I):
         return None  # "forget it" means "never mind", not "delete what you know"
     for pattern in (_FORGET_EN, _FORGET_ZH):
         found = pattern.match(text)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from memstrata.text import detect_language
 from memstrata.types import Kind, Message, Role
 
 __all__ = ["Candidate", "SINGLE_VALUED", "cardinality", "extract", "extract_text",
-           "normalise_value", "detect_lang"]
+           "normalise_value"]
 
 #: Attributes that hold one value at a time: a new value supersedes the old one.
 #: Everything else (likes, skills, tools, family members, habits…) accumulates.
@@ -79,7 +81,6 @@ class Candidate:
         return (self.subject, self.attribute, normalise_value(self.value), self.polarity)
 
 
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 _SENTENCE = re.compile(r"(?<=[.!?。！？；;\n])\s*|(?<=[，,])\s*(?=我)")
 _ARTICLE = re.compile(r"^(?:a|an|the|my|some)\s+", re.I)
 
@@ -108,11 +109,6 @@ _CHANGE_EN = re.compile(
     r"|\bi(?:'ve| have) started\b", re.I)
 _CHANGE_ZH = re.compile(r"(?:从(?P<old>[^，,。]{1,12}?))?(?:改用|换成|换到|转到|转向|切换到|转成)"
                         r"|不再|现在|如今|最近不|已经不|在转|不[^，,。]{1,8}了$")
-
-
-def detect_lang(text: str) -> str:
-    """``"zh"`` when the text contains CJK characters, else ``"en"``."""
-    return "zh" if _CJK.search(text or "") else "en"
 
 
 def normalise_value(value: str | None) -> str | None:
@@ -144,7 +140,7 @@ def extract_text(text: str, *, message_id: str = "") -> tuple[Candidate, ...]:
     out: list[Candidate] = []
     seen: set[tuple] = set()
     for sentence in _sentences(text):
-        lang = detect_lang(sentence)
+        lang = detect_language(sentence)
         taken: list[tuple[int, int]] = []
         for rule in RULES[lang]:
             for match in rule.pattern.finditer(sentence):
@@ -276,7 +272,7 @@ def canonical_value(value: str) -> str:
 
 def is_programming_language(value: str | None) -> bool:
     """True for a known programming language name."""
-    return bool(value) and value.strip().casefold() in _PROGRAMMING
+    return value is not None and value.strip().casefold() in _PROGRAMMING
 
 
 _ROLES = {"engineer", "developer", "programmer", "teacher", "student", "nurse", "doctor",
@@ -321,7 +317,7 @@ _LOOSE_START = re.compile(r"^(?:about|for|of|at|with|it|that|this|so|out|on|by|o
 
 
 def _event_ok(value: str) -> bool:
-    verb, _, rest = value.partition(" ")
+    _, _, rest = value.partition(" ")  # the verb is checked by the rule
     rest = _TIME_EN.sub("", rest).strip()
     return (2 <= len(rest.split()) <= 15 and not _PRONOUN_START.search(rest)
             and not _LOOSE_START.search(rest))
@@ -338,7 +334,7 @@ _IRREGULAR = {"am": "is", "are": "is", "'m": "is", "be": "is", "have": "has", "d
 _KEEP_VERB = {"will", "would", "can", "could", "should", "must", "might", "may", "shall",
               "usually", "always", "often", "never", "normally", "typically", "regularly",
               "sometimes", "also", "really", "just", "still", "now", "recently", "finally",
-              "mostly", "generally", "rarely", "don't", "didn't", "can't", "won't", "just"}
+              "mostly", "generally", "rarely", "don't", "didn't", "can't", "won't"}
 _PAST = {"went", "got", "made", "took", "ran", "began", "won", "lost", "read", "wrote", "met",
          "bought", "saw", "did", "had", "was", "were", "felt", "found", "gave", "came", "left",
          "kept", "told", "thought", "brought", "sent", "spent", "built", "to", "sang", "drew"}
@@ -417,7 +413,7 @@ class Rule:
 
 
 def _r(id: str, regex: str, kind: Kind, attribute: str, en: str = "", zh: str = "",
-       **kw) -> Rule:
+       **kw: Any) -> Rule:
     # names and places are told apart from common words by their capital letter, so the
     # capital stays case-sensitive inside otherwise case-insensitive patterns
     regex = regex.replace("[A-Z]", "(?-i:[A-Z])")
@@ -476,7 +472,8 @@ _EN = [
     _r("en.learning", _I + r" (?:currently |now )?(?:learning|studying) " + _V, F, "learning",
        "User is learning {v}", importance=0.6, check=_object_ok),
     _r("en.no_longer_like", r"\bi (?:no longer|don't|do not) (?:really )?(?:like|love|enjoy) "
-       + _V + r" (?:anymore|any more)|\bi no longer (?:like|love|enjoy) (?P<v2>[^.,;!?]+?)" + _STOP, P, "likes",
+       + _V + r" (?:anymore|any more)|\bi no longer (?:like|love|enjoy) (?P<v2>[^.,;!?]+?)" + _STOP,
+       P, "likes",
        "User no longer likes {v}", polarity=False, change=True, importance=0.6,
        check=_object_ok),
     _r("en.dislike", r"\bi (?:really |absolutely |just )?(?:hate|dislike|can't stand|cannot stand|"
@@ -511,7 +508,8 @@ _EN = [
        + _V + r"|\bi (?:want|hope|plan|dream) to (?:become|be) (?P<v2>an? [^.,;!?]+)", F, "goals",
        "User's goal is to {v}", importance=0.8, check=_object_ok),
     _r("en.remind", r"\b(?:remind me (?:to|about|that)|(?:don't|do not) let me forget(?: to)?) "
-       + _V, T, "todo", "User needs to {v}", importance=0.8, free_text=True, conjugate=False, check=_object_ok),
+       + _V, T, "todo", "User needs to {v}", importance=0.8, free_text=True, conjugate=False,
+       check=_object_ok),
     _r("en.need_by", r"\bi (?:need to|have to|must|got to|gotta|should) (?P<v>[^.,;!?]+? (?:by|before|"
        r"until|on|next|this|tomorrow|tonight)\b[^.,;!?]*)", T, "todo", "User needs to {v}",
        importance=0.75, free_text=True, conjugate=False),
@@ -544,7 +542,8 @@ _EN = [
        r"continue to )?(?P<v>keep (?:on )?\w+ing [^.,;!?]+|keep up (?:my|the) [^.,;!?]+)", E, "plans",
        "User plans to {v}", importance=0.5, free_text=True, conjugate=False,
        check=lambda v: len(v.split()) <= 12),
-    _r("en.short", r"\b(?:(?<!\bi )(?<!\bwe )keep (?:it|things|them|(?:your |the |all )?(?:answers?|replies|reply|"
+    _r("en.short", r"\b(?:(?<!\bi )(?<!\bwe )keep (?:it|things|them|(?:your |the |all )?"
+       r"(?:answers?|replies|reply|"
        r"responses?|explanations?|messages?))(?: nice and| very| really)? (?:short|brief|concise|"
        r"simple|succinct|to the point)|(?:be|please be|stay) (?:more |very )?(?:brief|concise|short|"
        r"succinct|terse)|(?:give|write|send)(?: me)? (?:short|shorter|brief|concise|quick) "
@@ -597,7 +596,8 @@ _ZH = [
        check=lambda v: _zh_ok(v) and v not in ("好", "个", "本地", "外地", "什么")),
     _r("zh.main_lang", r"我的主力(?:编程)?语言是(?P<v>[A-Za-z0-9+#.-]+)", F, "language",
        zh="用户的主力语言是{v}", importance=0.85, check=is_programming_language),
-    _r("zh.use", r"我(?:主要|平时|一般|现在|目前|日常|一直|还是)?(?:在)?(?:用|使用|写)(?P<v>[A-Za-z][A-Za-z0-9+#.-]*)",
+    _r("zh.use", r"我(?:主要|平时|一般|现在|目前|日常|一直|还是)?(?:在)?(?:用|使用|写)"
+       r"(?P<v>[A-Za-z][A-Za-z0-9+#.-]*)",
        F, "@tool", zh="用户使用{v}", importance=0.75),
     _r("zh.switch", r"(?:改用|换成|换到|转到|转向|切换到|在转|转)(?:了)?(?P<v>[A-Za-z][A-Za-z0-9+#.-]*)", F,
        "@tool", zh="用户使用{v}", change=True, importance=0.8),
@@ -640,7 +640,8 @@ _ZH = [
        r"长话短说|言简意赅|一句话(?:说|回答|讲|总结)", INS,
        "answer_length", zh="用户希望回答简短", fixed_value="short", importance=0.85,
        needs_value=False),
-    _r("zh.detail", r"详细(?:一)?点|详细(?:地)?(?:解释|说明|讲|回答)|说(?:得)?详细|讲(?:得)?详细|展开(?:讲|说)"
+    _r("zh.detail", r"详细(?:一)?点|详细(?:地)?(?:解释|说明|讲|回答)|说(?:得)?详细|讲(?:得)?详细"
+       r"|展开(?:讲|说)"
        r"|具体(?:一)?点", INS, "answer_length", zh="用户希望回答详细",
        fixed_value="detailed", importance=0.8, needs_value=False),
     _r("zh.bullets", r"(?:用|以)?(?:列表|要点|分点|条目|项目符号)(?:的形式|形式)?(?:回答|列出|说|写)|"
@@ -651,7 +652,8 @@ _ZH = [
        "answer_language", zh="用户希望用{v}回答", importance=0.85),
     _r("zh.examples", r"(?:附带|附上|带上|给出)(?P<v>代码示例|示例代码|例子)", INS, "answer_style",
        zh="用户希望回答附带{v}", importance=0.75),
-    _r("zh.no_emoji", r"(?:不要|别|不用)(?:用|加|带)?(?:表情|emoji)", INS, "answer_style", zh="用户不希望回答使用表情",
+    _r("zh.no_emoji", r"(?:不要|别|不用)(?:用|加|带)?(?:表情|emoji)", INS, "answer_style",
+       zh="用户不希望回答使用表情",
        fixed_value="no emojis", importance=0.7, needs_value=False),
 ]
 

@@ -1,4 +1,5 @@
-"""What an LLM's extraction answer may add to memory, decided by pure functions.
+"""The LLM on the L3 write path: what its extraction answer may add to memory (pure
+functions), and :class:`LLMExtractor`, which makes the metered calls.
 
 The LLM path never writes on its own authority. Items that passed schema validation
 (:data:`memstrata.prompts.EXTRACTION_SCHEMA`: kinds from the enum, numbers clamped) must
@@ -17,17 +18,24 @@ covers are added as they are.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from memstrata.prompts import CONFLICT_SCHEMA, EXTRACTION_SCHEMA, conflict_prompt, extraction_prompt
+from memstrata.providers.metered import MeteredLLM
 from memstrata.providers.structured import Rejection
-from memstrata.types import Kind, Message, Role
+from memstrata.text import detect_language
+from memstrata.types import Kind, MemoryItem, Message, Role, Scope
 
-from .extract import Candidate, detect_lang, normalise_value
+from .decide import Judge
+from .extract import Candidate, normalise_value
 
-__all__ = ["RELATIONS", "llm_candidates", "merge_candidates", "grounding"]
+__all__ = ["RELATIONS", "llm_candidates", "merge_candidates", "grounding", "LLMExtractor"]
+
+log = logging.getLogger("memstrata.extract")
 
 #: CONFLICT_SCHEMA relations → the verdicts :func:`.decide.decide`'s judge speaks.
 RELATIONS = {"contradiction": "contradiction", "same": "duplicate",
@@ -96,7 +104,7 @@ def llm_candidates(items: Iterable[Mapping[str, Any]], messages: Sequence[Messag
             value=(str(item.get("value") or "").strip() or None),
             confidence=float(item.get("confidence", 0.8)),
             importance=float(item.get("importance", 0.5)),
-            source_message_ids=(best.id,), rule=source, lang=detect_lang(content),
+            source_message_ids=(best.id,), rule=source, lang=detect_language(content),
             evidence=_best_sentence(item, best.content or ""), context=best.content or ""))
     return out, rejected
 
@@ -133,3 +141,48 @@ def merge_candidates(llm: Sequence[Candidate], rules: Sequence[Candidate]) -> li
                            context=r.context)
         out.append(cand)
     return out + [r for i, r in enumerate(rules) if i not in used]
+
+
+class LLMExtractor:
+    """The LLM on the L3 write path: one extraction call per job, and conflict verdicts
+    for the candidates in the similarity band — each call metered to the job's user.
+    Whatever the call gives nothing usable for, the rules decide."""
+
+    def __init__(self, llm: MeteredLLM) -> None:
+        self.llm = llm
+
+    @property
+    def source(self) -> str:
+        """The actor of writes this LLM produced: ``llm:<model>``."""
+        return self.llm.source
+
+    def extract(self, scope: Scope, window: Sequence[Message], own: Sequence[Message],
+                rules: Sequence[Candidate]) -> list[Candidate]:
+        """Candidates for one job: one call over ``window`` (the job's turns with their
+        context), its grounded items merged with the ``rules`` candidates; the rule
+        candidates alone when the call is skipped or fails."""
+        if not any(m.content for m in own if m.role is Role.USER):
+            return list(rules)  # nothing of the user's to read: no call
+        done = self.llm.call(scope, "extract", extraction_prompt(window), EXTRACTION_SCHEMA)
+        if done is None:
+            return list(rules)
+        parsed = done.parsed
+        cands, rejected = llm_candidates(parsed.items, window, own_ids=[m.id for m in own],
+                                         source=self.source)
+        if parsed.rejected or rejected:
+            log.info("LLM extraction for %r: %d items kept, %d invalid, %d ungrounded",
+                     scope.user_id, len(cands), len(parsed.rejected), len(rejected))
+        return merge_candidates(cands, rules)
+
+    def judge(self, scope: Scope) -> Judge:
+        """A judge for :func:`.decide.decide`: one call per (candidate, band neighbour)
+        it is asked about; None — the rules decide — when the call is skipped, fails or
+        says nothing valid."""
+        def verdict(cand: Candidate, item: MemoryItem) -> str | None:
+            done = self.llm.call(scope, "conflict", conflict_prompt(item.content, cand.content,
+                                                                    kind=cand.kind.value),
+                                 CONFLICT_SCHEMA, max_tokens=96)
+            first = done.parsed.first if done is not None else None
+            return RELATIONS.get(first["relation"]) if first else None
+
+        return verdict

@@ -17,50 +17,37 @@ dropped: they stay in the raw session log they came from, never in long-term mem
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from memstrata.errors import NotFoundError, ValidationError
-from memstrata.providers.embedders import Embedder, content_hash
-from memstrata.retrieval.documents import item_texts, speaker_tags, window_texts
-from memstrata.retrieval.search import Retriever, embed_cached
-from memstrata.stores.base import IndexDoc, Job, ProfileVersion, Store
-from memstrata.types import (Filters, ItemVersion, Layer, MemoryItem, Message, Role, Scope,
-                             Status, new_id, utcnow)
+from memstrata.errors import NotFoundError
+from memstrata.providers.embedders import Embedder
+from memstrata.retrieval.documents import item_texts
+from memstrata.retrieval.indexer import Indexer, embed_cached
+from memstrata.retrieval.search import Retriever
+from memstrata.stores.base import ItemStore, Job, JobQueue, Lifecycle, MessageLog, SearchIndex, VectorCache
+from memstrata.types import Filters, Layer, MemoryItem, Message, Role, Scope, Status, new_id, utcnow
 
 from .credibility import CredibilityConfig, screen
 from .decide import (Action, DecayConfig, DecideConfig, FeedbackConfig, Neighbor, apply_decision,
-                     apply_feedback, decay, decide, evict, forget_request)
+                     decay, decide, evict, forget_request, to_item)
 from .extract import Candidate, extract
-from .profile import Profile, aggregate
+from .forget import Forgetter
+from .items import ItemWriter
+from .llm import LLMExtractor
+from .profiles import Profiles
 
-__all__ = ["PipelineConfig", "Pipeline", "MaintenanceReport", "PROFILE_FIELDS"]
-
-if TYPE_CHECKING:
-    from memstrata.assist import Assist
+__all__ = ["PipelineConfig", "Pipeline", "MaintenanceReport"]
 
 log = logging.getLogger("memstrata.pipeline")
 
-
-def _turn_doc(turn: Message, texts: tuple[str, str, str, str], session_id: str,
-              vector: np.ndarray | None = None) -> IndexDoc:
-    """The index document of a raw turn from its :func:`window_texts`; without a
-    ``vector`` the store keeps the one it has."""
-    display, body, context, _ = texts
-    return IndexDoc(id=turn.id, layer=Layer.EPISODIC, text=display, body=body, context=context,
-                    created_at=turn.created_at, session_id=session_id, tags=speaker_tags(turn),
-                    vector=vector)
-
 _SEMANTIC = Filters(layers=(Layer.SEMANTIC,))
 _OPS = {Action.BOOST: "boost", Action.SUPERSEDE: "supersede", Action.KEEP_BOTH: "edit"}
-PROFILE_FIELDS = ("name", "role", "goals", "current", "preferences", "language")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,62 +100,28 @@ def _chat(messages: Sequence[Message]) -> int:
     return sum(1 for m in messages if m.role in (Role.USER, Role.ASSISTANT))
 
 
-class Pipeline:
-    """Applies L3 decisions through a store, with one embedder for neighbours and index."""
+class _PipelineBackend(Lifecycle, MessageLog, ItemStore, JobQueue, SearchIndex, VectorCache,
+                       Protocol):
+    """What the write path needs of a store."""
 
-    def __init__(self, store: Store, embedder: Embedder, retriever: Retriever,
-                 config: PipelineConfig = PipelineConfig(), assist: "Assist | None" = None) -> None:
+
+class Pipeline:
+    """The L3 jobs (extract, maintain, profile) through one store, one embedder, the item
+    writer and, when configured, the LLM."""
+
+    def __init__(self, store: _PipelineBackend, embedder: Embedder, retriever: Retriever,
+                 writer: ItemWriter, forgetter: Forgetter, profiles: Profiles,
+                 config: PipelineConfig = PipelineConfig(),
+                 extractor: LLMExtractor | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.retriever = retriever
+        self.writer = writer
+        self.forgetter = forgetter
+        self.profiles = profiles
+        self.indexer: Indexer = writer.indexer
         self.config = config
-        self.assist = assist  # the LLM path, when one is configured (memstrata.assist)
-
-    # -- writing rows -------------------------------------------------------------------
-    def index_item(self, scope: Scope, item: MemoryItem) -> None:
-        display, body, context, dense = item_texts(item)
-        vector = embed_cached(self.store, self.embedder, [dense])[0]
-        self.store.index(scope, [IndexDoc(id=item.id, layer=Layer.SEMANTIC, text=display, body=body,
-                                          context=context, created_at=item.created_at,
-                                          session_id=item.source_session_id, kind=item.kind.value,
-                                          status=item.status.value, tags=item.tags,
-                                          importance=item.importance, vector=vector)])
-
-    def index_turns(self, scope: Scope, session_id: str, stored: list[Message], *,
-                    vectors: bool = True) -> None:
-        """Index new turns, and refresh the two turns before them: their context field
-        holds the next two turns, which have just arrived (their vectors stay).
-
-        ``vectors=False`` indexes the words only (what ``add()`` does when the turns'
-        extraction job will embed them in the background)."""
-        if not stored:
-            return
-        first = stored[0].seq
-        back = min(first, 6)  # two turns for context, two more for the refreshed turns' context
-        earlier = self.store.get_messages(scope, session_id, start=first - back, limit=back) if back else []
-        turns = [m for m in earlier + list(stored) if m.role is not Role.SYSTEM]
-        new_ids = {m.id for m in stored}
-        fresh = [i for i, m in enumerate(turns) if m.id in new_ids]
-        if not fresh:
-            return
-        texts = [window_texts(turns, i) for i in fresh]
-        embedded = embed_cached(self.store, self.embedder, [t[3] for t in texts]) if vectors else None
-        out = [_turn_doc(turns[i], t, session_id, embedded[j] if embedded is not None else None)
-               for j, (i, t) in enumerate(zip(fresh, texts))]
-        out += [_turn_doc(turns[i], window_texts(turns, i), session_id)
-                for i in range(max(0, fresh[0] - 2), fresh[0])]
-        self.store.index(scope, out)
-
-    def write(self, scope: Scope, new: MemoryItem, old: MemoryItem | None, op: str, actor: str,
-              reason: str, at: datetime) -> MemoryItem:
-        """One version: the row, its version row (with the previous value) and, when the
-        text, tags or status changed, its index document."""
-        self.store.write_item(scope, new, ItemVersion(new.id, new.version, op, actor, reason, at,
-                                                      old.to_dict() if old else None, new.to_dict()))
-        if old is None or (old.content, old.tags, old.kind, old.status) != (
-                new.content, new.tags, new.kind, new.status):
-            self.index_item(scope, new)
-        return new
+        self.extractor = extractor  # the LLM path, when one is configured
 
     # -- the extract job --------------------------------------------------------------
     def run_extract(self, job: Job) -> None:
@@ -189,7 +142,7 @@ class Pipeline:
         messages = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
         # the job's turns get their vectors here when add() indexed only their words
         # (embedding is the slow part of a write); from the cache when it did not
-        self.index_turns(scope, sid, [m for m in messages if m.seq >= lo])
+        self.indexer.index_turns(scope, sid, [m for m in messages if m.seq >= lo])
         before = [m for m in messages if m.seq < lo]
         if start == 0 and _chat(before) < 2:
             lo = 0  # earlier jobs of this session deferred: they had under two turns
@@ -202,8 +155,8 @@ class Pipeline:
             return bool(set(c.source_message_ids) & own_ids) and not set(c.source_message_ids) & set(forgets)
 
         candidates = [c for c in extract(messages, window=0) if from_this_job(c)]
-        if self.assist is not None:  # one call for the job; the rules fill in
-            candidates = [c for c in self.assist.extract(
+        if self.extractor is not None:  # one call for the job; the rules fill in
+            candidates = [c for c in self.extractor.extract(
                 scope, messages, [m for m in own if m.id not in forgets], candidates)
                 if from_this_job(c)]
         screened = screen(candidates, self.config.credibility)
@@ -216,18 +169,19 @@ class Pipeline:
         vectors = embed_cached(self.store, self.embedder, probes) if probes else None
         forget_ids = self._forget_targets(scope, messages, forgets)
         # band judgments before the transaction: no LLM call while holding the write lock
-        verdicts = self._prejudge(scope, keep, vectors) if self.assist is not None and keep else {}
+        verdicts = self._prejudge(scope, keep, vectors) if self.extractor is not None and keep else {}
         with self.store.transaction():
-            hits = [self.store.vector_search(scope, vectors[i], _SEMANTIC, self.config.neighbours)
-                    for i in range(len(keep))]
+            hits = [self.store.vector_search(scope, vector, _SEMANTIC, self.config.neighbours)
+                    for vector in (vectors if vectors is not None else ())]
             if forget_ids:
-                self.forget(scope, forget_ids, messages=self.config.forget_messages)
-            self._apply(scope, keep, vectors, hits, set(forget_ids), job, now, sid, verdicts)
+                self.forgetter.forget(scope, forget_ids, messages=self.config.forget_messages)
+            written = self._apply(scope, keep, vectors, hits, set(forget_ids), job, now, sid, verdicts)
             self.store.finish_job(job)
+        log.info("job %s (extract %r/%s turns %d-%d): %d candidate(s), %d kept, %d write(s), "
+                 "%d forgotten", job.id, scope.user_id, sid, lo, hi, len(candidates), len(keep),
+                 written, len(forget_ids))
 
     def _as_item(self, cand: Candidate, scope: Scope, now: datetime, sid: str) -> MemoryItem:
-        from .decide import to_item
-
         return to_item(cand, id="probe", user_id=scope.user_id, now=now,
                        namespace=scope.namespace, session_id=sid)
 
@@ -235,7 +189,7 @@ class Pipeline:
                   vectors: np.ndarray | None) -> dict[tuple[str, str, int], str]:
         """LLM verdicts for the (candidate, neighbour) pairs ``decide`` will ask about:
         a dry run of the decisions records the band cases, then one call each."""
-        assert self.assist is not None and vectors is not None
+        assert self.extractor is not None and vectors is not None
         asked: list[tuple[Candidate, MemoryItem]] = []
         for i, cand in enumerate(cands):
             neighbours = []
@@ -247,7 +201,7 @@ class Pipeline:
                     pass
             decide(cand, neighbours, self.config.decide,
                    judge=lambda c, item: asked.append((c, item)))  # records, answers None
-        judge = self.assist.judge(scope)
+        judge = self.extractor.judge(scope)
         out = {}
         for cand, item in asked:
             verdict = judge(cand, item)
@@ -258,7 +212,8 @@ class Pipeline:
     def _apply(self, scope: Scope, cands: Sequence[Candidate], vectors: np.ndarray | None,
                hits: Sequence[list[tuple[str, float]]], gone: set[str], job: Job,
                now: datetime, sid: str, verdicts: dict[tuple[str, str, int], str] | None = None,
-               ) -> None:
+               ) -> int:
+        """Decide and write each candidate; the number of item versions written."""
         def judge(cand: Candidate, item: MemoryItem) -> str | None:
             return verdicts.get((cand.content, item.id, item.version)) if verdicts else None
 
@@ -269,6 +224,7 @@ class Pipeline:
             except NotFoundError:
                 pass
         fresh: list[tuple[str, np.ndarray]] = []  # items written by this job, with vectors
+        written = 0
         for i, cand in enumerate(cands):
             assert vectors is not None
             near = {item_id: cos for item_id, cos in hits[i] if item_id in state}
@@ -280,17 +236,19 @@ class Pipeline:
                                   now=now, namespace=scope.namespace, session_id=sid)
             if cand.rule.startswith("llm:"):
                 actor = cand.rule
-            elif decision.reason == "llm" and self.assist is not None:
-                actor = self.assist.source  # a rule candidate, an LLM verdict
+            elif decision.reason == "llm" and self.extractor is not None:
+                actor = self.extractor.source  # a rule candidate, an LLM verdict
             else:
                 actor = f"rule:{cand.rule or 'extract'}"
             for row in rows:
                 row = row.evolve(metadata={**row.metadata, "job": job.id, "source": actor})
                 old = existing if existing is not None and row.id == existing.id else None
                 op = _OPS[decision.action] if old is not None else "create"
-                state[row.id] = self.write(scope, row, old, op, actor, decision.reason, now)
+                state[row.id] = self.writer.write(scope, row, old, op, actor, decision.reason, now)
+                written += 1
                 if old is None:
                     fresh.append((row.id, vectors[i]))
+        return written
 
     def _forget_targets(self, scope: Scope, messages: Sequence[Message],
                         forgets: dict[str, str]) -> list[str]:
@@ -326,114 +284,18 @@ class Pipeline:
                 out.append(item.id)
         return list(dict.fromkeys(out))
 
-    # -- forgetting -------------------------------------------------------------------
-    def forget(self, scope: Scope, item_ids: Sequence[str], *, messages: bool = False) -> None:
-        """Hard delete items: rows, versions, index documents, vectors, the cached
-        embeddings of every text they ever had and (with ``messages``) the raw turns
-        they were extracted from."""
-        texts: set[str] = set()
-        sources: set[str] = set()
-        with self.store.transaction():
-            for item_id in item_ids:
-                for version in self.store.history(scope, item_id):
-                    for value in (version.before, version.after):
-                        if value:
-                            texts.add(str(value.get("content", "")))
-                            sources.update(value.get("source_message_ids") or ())
-                self.store.delete_item(scope, item_id)
-            if messages and sources:
-                self._forget_messages(scope, sources)
-            self.store.forget_vectors(self.embedder.name,
-                                      [content_hash(t, "passage") for t in texts if t])
-            if self.store.get_meta(_snapshot_key(scope)) not in (None, "{}"):
-                self.refresh_profile(scope)  # the snapshot must not keep what was forgotten
-
-    def _forget_messages(self, scope: Scope, ids: set[str]) -> None:
-        texts, touched = [], []
-        for info in self.store.list_sessions(scope):
-            for m in self.store.get_messages(scope, info.session_id):
-                if m.id in ids:
-                    texts.append(m.text)
-                    touched.append(info.session_id)
-        self.store.delete_messages(scope, sorted(ids))
-        self.store.forget_vectors(self.embedder.name, [content_hash(t, "passage") for t in texts])
-        for session_id in dict.fromkeys(touched):
-            # neighbouring turns carry a deleted turn's words in their context field
-            kept = [m for m in self.store.get_messages(scope, session_id) if m.role is not Role.SYSTEM]
-            self.store.index(scope, [_turn_doc(m, window_texts(kept, i), session_id)
-                                     for i, m in enumerate(kept)])
-
-    def forget_user(self, scope: Scope, *, messages: bool = True) -> None:
-        """Everything of a user, then compaction so the bytes leave the file."""
-        texts: set[str] = set()
-        for item in self.store.list_items(scope, Filters(statuses=tuple(Status)), limit=10**9):
-            for version in self.store.history(scope, item.id):
-                for value in (version.before, version.after):
-                    if value:
-                        texts.add(str(value.get("content", "")))
-        if messages:
-            for info in self.store.list_sessions(scope):
-                texts.update(m.text for m in self.store.get_messages(scope, info.session_id))
-        with self.store.transaction():
-            self.store.delete_user(scope, messages=messages)
-            if self.store.get_meta(_snapshot_key(scope)) is not None:
-                self.store.set_meta(_snapshot_key(scope), "{}")
-            self.store.forget_vectors(self.embedder.name,
-                                      [content_hash(t, "passage") for t in texts if t])
-        self.store.compact()
-
-    # -- feedback, status, undo -------------------------------------------------------
-    def feedback(self, scope: Scope, item_id: str, signal: str, actor: str = "user") -> MemoryItem:
-        with self.store.transaction():
-            old = self.store.get_item(scope, item_id)
-            now = utcnow()
-            new = apply_feedback(old, signal, now, self.config.feedback)
-            return self.write(scope, new, old, "feedback", actor, f"thumbs {signal}", now)
-
-    def set_status(self, scope: Scope, item_id: str, status: Status, *, actor: str = "api",
-                   reason: str = "") -> MemoryItem:
-        with self.store.transaction():
-            old = self.store.get_item(scope, item_id)
-            now = utcnow()
-            new = old.evolve(status=status, updated_at=now)
-            return self.write(scope, new, old, "status", actor, reason or f"marked {status.value}", now)
-
-    def undo(self, scope: Scope, item_id: str, actor: str = "api") -> MemoryItem | None:
-        """Revert an item's last change as a new version. Undoing its creation deletes it
-        and, when it superseded another item, makes that one active again (returned)."""
-        with self.store.transaction():
-            history = self.store.history(scope, item_id)
-            last = history[-1]
-            item = self.store.get_item(scope, item_id)
-            now = utcnow()
-            if last.before is None:
-                restored = None
-                if item.supersedes:
-                    try:
-                        prev = self.store.get_item(scope, item.supersedes)
-                    except NotFoundError:
-                        prev = None
-                    if prev is not None and prev.status is Status.SUPERSEDED:
-                        restored = self.write(scope, prev.evolve(status=Status.ACTIVE, updated_at=now),
-                                              prev, "undo", actor, f"undo: {item_id} removed", now)
-                self.store.delete_item(scope, item_id)
-                return restored
-            back = MemoryItem.from_dict(last.before).evolve(updated_at=now, version=item.version,
-                                                            access_count=item.access_count,
-                                                            last_accessed=item.last_accessed)
-            return self.write(scope, back, item, "undo", actor, f"undo {last.op} v{last.version}", now)
-
     # -- maintenance --------------------------------------------------------------------
     def maintain(self, scopes: Sequence[Scope], now: datetime) -> MaintenanceReport:
         """Decay (R3.8) and the per-user cap (R3.7) for each scope; idempotent."""
-        totals = [0, 0, 0]
+        deactivated = reweighted = evicted = 0
         changed: list[str] = []
         for scope in scopes:
             with self.store.transaction():
-                counts, ids = self._maintain_scope(scope, now)
-            totals = [a + b for a, b in zip(totals, counts)]
+                (d, r, e), ids = self._maintain_scope(scope, now)
+            deactivated, reweighted, evicted = deactivated + d, reweighted + r, evicted + e
             changed += ids
-        return MaintenanceReport(len(scopes), *totals, changed_ids=tuple(changed))
+        return MaintenanceReport(len(scopes), deactivated, reweighted, evicted,
+                                 changed_ids=tuple(changed))
 
     def _maintain_scope(self, scope: Scope, now: datetime) -> tuple[tuple[int, int, int], list[str]]:
         deactivated = reweighted = evicted = 0
@@ -444,7 +306,7 @@ class Pipeline:
             old = by_id[new.id]
             op, reason = (("decay", str(new.metadata.get("decay", "")))
                           if new.status is not old.status else ("reweight", "never recalled"))
-            by_id[new.id] = self.write(scope, new, old, op, "rule:decay", reason, now)
+            by_id[new.id] = self.writer.write(scope, new, old, op, "rule:decay", reason, now)
             deactivated += new.status is not old.status
             reweighted += new.status is old.status
             changed.append(new.id)
@@ -452,8 +314,8 @@ class Pipeline:
             old = by_id[item_id]
             new = old.evolve(status=Status.INACTIVE, updated_at=now,
                              metadata={**old.metadata, "decay": "evicted"})
-            self.write(scope, new, old, "evict", "rule:evict",
-                       f"over the cap of {self.config.max_items}", now)
+            self.writer.write(scope, new, old, "evict", "rule:evict",
+                              f"over the cap of {self.config.max_items}", now)
             evicted += 1
             changed.append(item_id)
         return (deactivated, reweighted, evicted), changed
@@ -472,66 +334,5 @@ class Pipeline:
         """Apply one ``profile`` job: re-aggregate the user's core profile and store the
         snapshot :meth:`cached_profile` reads, with ``finish_job`` in one transaction."""
         with self.store.transaction():
-            self.refresh_profile(job.scope)
+            self.profiles.refresh(job.scope)
             self.store.finish_job(job)
-
-    # -- core profile -------------------------------------------------------------------
-    def profile(self, scope: Scope) -> Profile:
-        """Aggregated from active items, then the latest manual overrides on top."""
-        items = self.store.list_items(scope, Filters(), limit=10**6)
-        base = aggregate(items)
-        versions = self.store.profile_versions(scope)
-        if not versions:
-            return base
-        overrides = dict(versions[-1].data)
-        changes = {k: (tuple(v) if isinstance(v, (list, tuple)) else v)
-                   for k, v in overrides.items() if k in PROFILE_FIELDS}
-        return base.__class__(**{**{k: getattr(base, k) for k in PROFILE_FIELDS}, **changes},
-                              sources=base.sources)
-
-    def update_profile(self, scope: Scope, changes: dict[str, Any], *, actor: str = "api",
-                       reason: str = "update_profile() call") -> Profile:
-        unknown = set(changes) - set(PROFILE_FIELDS)
-        if unknown:
-            raise ValidationError(f"cannot edit profile field(s) {sorted(unknown)}; fields: "
-                                  f"{', '.join(PROFILE_FIELDS)}")
-        for key, value in changes.items():
-            if key in ("goals", "current", "preferences"):
-                if value is not None and (isinstance(value, str) or not all(
-                        isinstance(v, str) for v in value)):
-                    raise ValidationError(f"profile {key} must be a list of strings")
-            elif value is not None and not isinstance(value, str):
-                raise ValidationError(f"profile {key} must be a string or None")
-        versions = self.store.profile_versions(scope)
-        data = dict(versions[-1].data) if versions else {}
-        for key, value in changes.items():
-            if value is None:
-                data.pop(key, None)  # back to the aggregated value
-            else:
-                data[key] = list(value) if key in ("goals", "current", "preferences") else value
-        self.store.add_profile_version(scope, ProfileVersion(len(versions) + 1, data, actor,
-                                                             reason, utcnow()))
-        if self.store.get_meta(_snapshot_key(scope)) not in (None, "{}"):
-            return self.refresh_profile(scope)
-        return self.profile(scope)
-
-    def refresh_profile(self, scope: Scope) -> Profile:
-        """Store the current profile as the user's snapshot (latest only, no history)."""
-        profile = self.profile(scope)
-        self.store.set_meta(_snapshot_key(scope), json.dumps(profile.to_dict(), ensure_ascii=False))
-        return profile
-
-    def cached_profile(self, scope: Scope) -> Profile | None:
-        """The snapshot the last refresh stored (None when there is none): one key
-        read instead of an aggregation over every item, for per-prompt injection."""
-        raw = self.store.get_meta(_snapshot_key(scope))
-        if not raw or raw == "{}":
-            return None
-        data = json.loads(raw)
-        return Profile(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()})
-
-
-def _snapshot_key(scope: Scope) -> str:
-    # hashed, so the key itself names no user once forget_user blanked the value
-    digest = hashlib.sha256(f"{scope.namespace}\x00{scope.user_id}".encode()).hexdigest()[:24]
-    return f"profile-snapshot:{digest}"

@@ -8,13 +8,14 @@ answer in — nothing else — and renders as a short block in Chinese or Englis
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memstrata.text import detect_language
 from memstrata.types import Kind, MemoryItem, Status
 
-from .extract import cardinality, detect_lang
+from .extract import cardinality
 
 __all__ = ["Profile", "aggregate", "render"]
 
@@ -74,7 +75,7 @@ def aggregate(items: Iterable[MemoryItem], *, max_per_part: int = 5) -> Profile:
     usable = [i for i in active if not (i.attribute and cardinality(i.attribute) == "single")
               or i.id in single_ids]
 
-    def top(pred) -> list[MemoryItem]:
+    def top(pred: Callable[[MemoryItem], bool]) -> list[MemoryItem]:
         chosen = [i for i in usable if pred(i)]
         return sorted(chosen, key=lambda i: (-_rank(i), -i.updated_at.timestamp()))[:max_per_part]
 
@@ -99,7 +100,7 @@ def aggregate(items: Iterable[MemoryItem], *, max_per_part: int = 5) -> Profile:
 def _majority_lang(items: list[MemoryItem]) -> str | None:
     if not items:
         return None
-    zh = sum(1 for i in items if detect_lang(i.content) == "zh")
+    zh = sum(1 for i in items if detect_language(i.content) == "zh")
     return "zh" if zh * 2 > len(items) else "en"
 
 

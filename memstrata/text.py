@@ -1,4 +1,8 @@
-"""Bilingual analysis for the lexical index: Chinese segmentation, English stemming.
+"""Text analysis at the bottom of the house: tokens for the lexical index, and language.
+
+Everything above (the index, the extraction rules, prompts, summaries, the profile)
+asks this module which language a text is in (:func:`detect_language`, one rule) and
+how it splits into index tokens (:func:`analyze` / :func:`tokenize`).
 
 Text is split into runs of CJK characters and runs of Latin letters/digits. CJK runs
 are segmented with jieba in search mode (overlapping words, so "自然语言处理" also
@@ -15,8 +19,12 @@ import re
 import threading
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any, Literal
 
-__all__ = ["tokenize", "analyze", "is_cjk_text", "detect_language", "STOP_WORDS"]
+Language = Literal["zh", "en"]
+
+__all__ = ["tokenize", "analyze", "is_cjk_text", "detect_language", "Language", "STOP_WORDS",
+           "clip"]
 
 _RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[0-9A-Za-z\u00c0-\u024f]+(?:'[a-z]+)?")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -51,7 +59,7 @@ _jieba_lock = threading.Lock()
 _jieba = None
 
 
-def _get_jieba():
+def _get_jieba() -> Any:
     global _jieba
     if _jieba is None:
         with _jieba_lock:
@@ -65,7 +73,7 @@ def _get_jieba():
 
 
 @lru_cache(maxsize=1)
-def _stemmer():
+def _stemmer() -> Any:
     import Stemmer
 
     return Stemmer.Stemmer("english")
@@ -116,15 +124,35 @@ def tokenize(text: str) -> str:
     return " ".join(analyze(text))
 
 
-def is_cjk_text(text: str, threshold: float = 0.2) -> bool:
-    """True when at least ``threshold`` of the letters are CJK characters."""
-    letters = [c for c in text if c.isalpha()]
-    if not letters:
-        return False
-    return sum(1 for c in letters if _CJK.match(c)) / len(letters) >= threshold
+# Han, kana and hangul: the scripts the Chinese prompts and rules are for.
+_CJK_LETTER = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 
 
-def detect_language(texts: Iterable[str]) -> str:
-    """'zh' or 'en', from the share of CJK letters in ``texts``."""
-    joined = " ".join(t for t in texts if t)
-    return "zh" if is_cjk_text(joined) else "en"
+def detect_language(*texts: "str | Iterable[str] | None") -> Language:
+    """``"zh"`` when CJK characters are at least as many as Latin words, else ``"en"``.
+
+    One Han character carries about as much as one English word, hence the comparison:
+    "帮我 review 这个 PR" is Chinese, "My favourite dish is 麻婆豆腐" is English. Takes
+    strings or iterables of strings; None and empty strings are skipped.
+    """
+    parts: list[str] = []
+    for text in texts:
+        if isinstance(text, str):
+            parts.append(text)
+        elif text is not None:
+            parts.extend(t for t in text if t)
+    joined = " ".join(parts)
+    cjk = len(_CJK_LETTER.findall(joined))
+    return "zh" if cjk and cjk >= len(_LATIN_WORD.findall(joined)) else "en"
+
+
+def is_cjk_text(text: str) -> bool:
+    """True when :func:`detect_language` says ``"zh"``."""
+    return detect_language(text) == "zh"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` with its whitespace folded, cut to ``limit`` characters ending in "…"."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"

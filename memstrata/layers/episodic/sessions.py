@@ -1,4 +1,5 @@
-"""Progressive summaries, idle archiving and resume over any :class:`SessionStore`.
+"""L2 session life cycle: progressive summaries, idle archiving and resume over any
+:class:`~memstrata.sessions.SessionStore`.
 
 * :meth:`SessionManager.append` writes with optimistic locking and retries on conflict
   (reload, write again), so concurrent writers all land, in some order, none lost.
@@ -18,13 +19,12 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from ..errors import ConflictError
-from ..layers.summary import (DEFAULT_EVERY_N, ExtractiveSummariser, StructuredSummary,
-                              Summariser, plan_incremental)
-from ..types import Message, Scope
-from .base import SessionState, SessionStore
+from ...errors import ConflictError
+from ...sessions.base import SessionState, SessionStore
+from ...types import Message, Scope, StructuredSummary
+from .summary import DEFAULT_EVERY_N, ExtractiveSummariser, Summariser, plan_incremental
 
 __all__ = ["SessionManager", "Resume", "DEFAULT_IDLE"]
 
@@ -94,7 +94,7 @@ class SessionManager:
         plan = plan_incremental(new, 0, self.every_n, force=force)
         if not plan.due:
             return state
-        summary = self.summariser.summarise(state.summary, plan.messages)
+        summary = self.summariser.summarise(state.summary, plan.messages, scope=scope)
         range_end = state.message_range_end + plan.end
         attempt = 0
         while True:
@@ -118,7 +118,7 @@ class SessionManager:
               limit: int = 100) -> list[tuple[Scope, str, list[Message]]]:
         """Archive sessions idle since ``now - idle``; returns (scope, session id, messages
         handed to the main store) for each one archived."""
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         done = []
         for scope, session_id in self.sessions.expired(now, self.idle, limit):
             state = self.sessions.load(scope, session_id)

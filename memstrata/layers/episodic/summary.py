@@ -1,4 +1,5 @@
-"""L2 progressive session summaries: the structured value, the seam, an offline summariser.
+"""L2 progressive session summaries: the seam and an offline summariser (the value,
+:class:`~memstrata.types.StructuredSummary`, is in :mod:`memstrata.types`).
 
 A session's summary grows v1 -> v2 -> v3: every N messages (default 10) the summariser
 gets the previous summary and only the messages after ``message_range_end``, and the
@@ -20,11 +21,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ValidationError
-from ..types import Message, Role
+from ...errors import ValidationError
+from ...text import clip, detect_language
+from ...types import DEFAULT_PART_CHARS, PARTS, Message, Role, Scope, StructuredSummary
+
+DEFAULT_EVERY_N = 10
+_SEPARATOR = {"en": "; ", "zh": "；"}
 
 __all__ = [
     "PARTS",
@@ -36,114 +41,17 @@ __all__ = [
     "IncrementalPlan",
     "plan_incremental",
     "update_summary",
-    "detect_language",
 ]
-
-PARTS = ("goal", "decisions", "done", "open_questions", "constraints")
-DEFAULT_PART_CHARS = 200
-DEFAULT_EVERY_N = 10
-
-_HEADINGS = {
-    "en": ("Conversation summary", {"goal": "Goal", "decisions": "Decisions", "done": "Done",
-                                    "open_questions": "Open questions",
-                                    "constraints": "Constraints and preferences"}),
-    "zh": ("对话摘要", {"goal": "核心目标", "decisions": "决定与结论", "done": "已完成",
-                     "open_questions": "待解决问题", "constraints": "约束与偏好"}),
-}
-_SEPARATOR = {"en": "; ", "zh": "；"}
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-_LATIN_WORD = re.compile(r"[A-Za-z]+")
-
-
-def detect_language(text: str) -> str:
-    """``"zh"`` when Han characters outweigh Latin words, else ``"en"``.
-
-    One Han character carries about as much as one English word, hence the comparison.
-    """
-    return "zh" if len(_HAN.findall(text)) > len(_LATIN_WORD.findall(text)) else "en"
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
-
-
-@dataclass(frozen=True, slots=True)
-class StructuredSummary:
-    """A session summary in five parts, each at most ``max_chars`` characters (R2.2).
-
-    Construction rejects a part over the limit; :meth:`clipped` shortens instead.
-    ``version`` counts the incremental updates (v1, v2, ...).
-    """
-
-    goal: str = ""
-    decisions: str = ""
-    done: str = ""
-    open_questions: str = ""
-    constraints: str = ""
-    version: int = 0
-    max_chars: int = DEFAULT_PART_CHARS
-
-    def __post_init__(self) -> None:
-        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
-            raise ValidationError(f"max_chars must be a positive integer, not {self.max_chars!r}")
-        for part in PARTS:
-            value = getattr(self, part)
-            if not isinstance(value, str):
-                raise ValidationError(f"summary part {part} must be a string")
-            if len(value) > self.max_chars:
-                raise ValidationError(
-                    f"summary part {part} is {len(value)} characters, over the limit of "
-                    f"{self.max_chars}; shorten it or build it with StructuredSummary.clipped()")
-
-    @classmethod
-    def clipped(cls, *, max_chars: int = DEFAULT_PART_CHARS, version: int = 0,
-                **parts: str) -> "StructuredSummary":
-        """Build a summary, shortening any part over ``max_chars`` (ending it with "…")."""
-        unknown = set(parts) - set(PARTS)
-        if unknown:
-            raise ValidationError(f"unknown summary part(s) {sorted(unknown)}; "
-                                  f"parts: {', '.join(PARTS)}")
-        return cls(**{k: _clip(v or "", max_chars) for k, v in parts.items()},
-                   version=version, max_chars=max_chars)
-
-    @property
-    def is_empty(self) -> bool:
-        """True when every part is blank."""
-        return not any(getattr(self, p).strip() for p in PARTS)
-
-    def render(self, language: str | None = None) -> str:
-        """The summary as text, one line per non-empty part, headings in ``language``
-        (``"zh"`` or ``"en"``; detected from the parts when None)."""
-        if language is None:
-            language = detect_language(" ".join(getattr(self, p) for p in PARTS))
-        if language not in _HEADINGS:
-            raise ValidationError(f"language must be 'zh' or 'en', not {language!r}")
-        title, names = _HEADINGS[language]
-        colon = "：" if language == "zh" else ": "
-        lines = [f"- {names[p]}{colon}{getattr(self, p)}" for p in PARTS if getattr(self, p).strip()]
-        return "\n".join([title + ("：" if language == "zh" else ":")] + lines) if lines else ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "StructuredSummary":
-        """The inverse of :meth:`to_dict`; unknown keys are an error."""
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValidationError(f"unknown summary field(s) {sorted(unknown)}")
-        return cls(**dict(data))
-
 
 @runtime_checkable
 class Summariser(Protocol):
     """Folds new messages into the previous summary. Offline or LLM-backed."""
 
     def summarise(self, previous: StructuredSummary | None,
-                  new_messages: Sequence[Message | Mapping[str, Any]]) -> StructuredSummary:
-        """Return the next summary; ``new_messages`` are only those not yet summarised."""
+                  new_messages: Sequence[Message | Mapping[str, Any]], *,
+                  scope: Scope | None = None) -> StructuredSummary:
+        """Return the next summary; ``new_messages`` are only those not yet summarised.
+        ``scope`` is whose session it is (an LLM summariser meters its call to it)."""
         ...
 
 
@@ -189,7 +97,7 @@ def _pack(items: list[str], limit: int, sep: str) -> str:
         cost = len(item) + (len(sep) if chosen else 0)
         if used + cost > limit:
             if not chosen:  # a single item longer than the limit: keep its head
-                chosen.append(_clip(item, limit))
+                chosen.append(clip(item, limit))
             break
         chosen.append(item)
         used += cost
@@ -209,7 +117,8 @@ class ExtractiveSummariser:
     sentence_chars: int = 80
 
     def summarise(self, previous: StructuredSummary | None,
-                  new_messages: Sequence[Message | Mapping[str, Any]]) -> StructuredSummary:
+                  new_messages: Sequence[Message | Mapping[str, Any]], *,
+                  scope: Scope | None = None) -> StructuredSummary:
         """Fold ``new_messages`` into ``previous`` (None for the first summary)."""
         msgs = [Message.from_dict(m, index=i) for i, m in enumerate(new_messages)]
         found: dict[str, list[str]] = {p: [] for p in PARTS}
@@ -221,7 +130,7 @@ class ExtractiveSummariser:
                     if part == "goal" and msg.role is not Role.USER:
                         continue
                     if pattern.search(sentence):
-                        item = _clip(sentence.rstrip("。.；;"), self.sentence_chars)
+                        item = clip(sentence.rstrip("。.；;"), self.sentence_chars)
                         found[part].append(item)
                         break
         text = " ".join(" ".join(v) for v in found.values())

@@ -1,0 +1,110 @@
+"""The core profile through the store: aggregation, manual edits as versions, snapshots.
+
+:func:`~.profile.aggregate` (pure) builds the profile from active items; the latest
+version of the user's manual overrides goes on top (an edit beats aggregation until
+set back to None). A *snapshot* — the last aggregated profile, one metadata row — lets
+a prompt read the profile with one lookup instead of an aggregation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ...errors import ValidationError
+from ...stores.base import ItemStore, MetaStore, ProfileVersion
+from ...types import Filters, Scope, utcnow
+from .profile import Profile, aggregate
+
+__all__ = ["Profiles", "PROFILE_FIELDS"]
+
+PROFILE_FIELDS = ("name", "role", "goals", "current", "preferences", "language")
+_LISTS = ("goals", "current", "preferences")
+
+
+class _ProfileBackend(ItemStore, MetaStore, Protocol):
+    """What profiles need of a store."""
+
+
+def _snapshot_key(scope: Scope) -> str:
+    # hashed, so the key itself names no user once forget_user blanked the value
+    digest = hashlib.sha256(f"{scope.namespace}\x00{scope.user_id}".encode()).hexdigest()[:24]
+    return f"profile-snapshot:{digest}"
+
+
+def _check(changes: Mapping[str, Any]) -> None:
+    unknown = set(changes) - set(PROFILE_FIELDS)
+    if unknown:
+        raise ValidationError(f"cannot edit profile field(s) {sorted(unknown)}; fields: "
+                              f"{', '.join(PROFILE_FIELDS)}")
+    for key, value in changes.items():
+        if key in _LISTS:
+            if value is not None and (isinstance(value, str) or not all(
+                    isinstance(v, str) for v in value)):
+                raise ValidationError(f"profile {key} must be a list of strings")
+        elif value is not None and not isinstance(value, str):
+            raise ValidationError(f"profile {key} must be a string or None")
+
+
+class Profiles:
+    """Profiles of the users of one store."""
+
+    def __init__(self, store: _ProfileBackend) -> None:
+        self.store = store
+
+    def profile(self, scope: Scope) -> Profile:
+        """Aggregated from active items, then the latest manual overrides on top."""
+        base = aggregate(self.store.list_items(scope, Filters(), limit=10**6))
+        versions = self.store.profile_versions(scope)
+        if not versions:
+            return base
+        changes = {k: (tuple(v) if isinstance(v, (list, tuple)) else v)
+                   for k, v in versions[-1].data.items() if k in PROFILE_FIELDS}
+        return Profile(**{**{k: getattr(base, k) for k in PROFILE_FIELDS}, **changes},
+                       sources=base.sources)
+
+    def update(self, scope: Scope, changes: Mapping[str, Any], *, actor: str = "api",
+               reason: str = "update_profile() call") -> Profile:
+        """Edit fields as a new version of the overrides; a None value goes back to the
+        aggregated one."""
+        _check(changes)
+        versions = self.store.profile_versions(scope)
+        data = dict(versions[-1].data) if versions else {}
+        for key, value in changes.items():
+            if value is None:
+                data.pop(key, None)
+            else:
+                data[key] = list(value) if key in _LISTS else value
+        self.store.add_profile_version(scope, ProfileVersion(len(versions) + 1, data, actor,
+                                                             reason, utcnow()))
+        return self.refresh_if_cached(scope) or self.profile(scope)
+
+    def refresh(self, scope: Scope) -> Profile:
+        """Store the current profile as the user's snapshot (latest only, no history)."""
+        profile = self.profile(scope)
+        self.store.set_meta(_snapshot_key(scope), json.dumps(profile.to_dict(), ensure_ascii=False))
+        return profile
+
+    def refresh_if_cached(self, scope: Scope) -> Profile | None:
+        """Refresh the snapshot when the user has one (it must not keep what changed or
+        was forgotten); None when there is none."""
+        if self.store.get_meta(_snapshot_key(scope)) in (None, "{}"):
+            return None
+        return self.refresh(scope)
+
+    def cached(self, scope: Scope) -> Profile | None:
+        """The snapshot the last refresh stored (None when there is none): one key read
+        instead of an aggregation over every item, for per-prompt injection."""
+        raw = self.store.get_meta(_snapshot_key(scope))
+        if not raw or raw == "{}":
+            return None
+        fields: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
+                                  for k, v in json.loads(raw).items()}
+        return Profile(**fields)
+
+    def blank(self, scope: Scope) -> None:
+        """Blank the user's snapshot (forget_user): the key stays, naming nobody."""
+        if self.store.get_meta(_snapshot_key(scope)) is not None:
+            self.store.set_meta(_snapshot_key(scope), "{}")

@@ -1,0 +1,136 @@
+"""Small request values for the calls with many options: search and context.
+
+The keyword arguments of :meth:`memstrata.UserMemory.search` and
+:meth:`~memstrata.UserMemory.context` build one of these; callers with many queries (or
+the HTTP service) may build them directly and pass them instead of a query string. Each
+validates itself with :meth:`checked`, so every surface refuses the same input with the
+same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from .errors import ValidationError
+from .layers.context import Quotas
+from .layers.working import POLICIES
+from .retrieval.scoring import ScoringPreset, get_preset
+from .retrieval.search import MODES, Mode
+from .types import Filters
+
+__all__ = ["SearchRequest", "ContextRequest", "RECALL_MODES"]
+
+#: How much :meth:`~memstrata.UserMemory.context` recalls: ``auto`` (deep on a trigger
+#: word), ``light`` (profile only), ``deep``.
+RECALL_MODES = ("auto", "light", "deep")
+
+
+def _check_query(query: Any, limit: int) -> str:
+    if not isinstance(query, str):
+        raise ValidationError(f"query must be a string, not {type(query).__name__}")
+    if not query.strip():
+        raise ValidationError("query is empty")
+    if len(query) > limit:
+        raise ValidationError(f"query is {len(query):,} characters, over the limit of {limit:,}; "
+                              "shorten it or raise the max_message_chars setting")
+    return query
+
+
+def _check_k(k: Any) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
+        raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
+    return k
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One search: the query and how to run it.
+
+    ``recent`` are the last few turns (their text), added to the query (R5.4);
+    ``scoring`` a preset name or :class:`~memstrata.retrieval.scoring.ScoringPreset`
+    (None: the ``scoring`` setting); ``mode`` hybrid, lexical or dense.
+    """
+
+    query: str
+    k: int = 10
+    filters: Filters = field(default_factory=Filters)
+    recent: tuple[str, ...] = ()
+    scoring: "str | ScoringPreset | None" = None
+    mode: Mode = "hybrid"
+    now: datetime | None = None
+
+    @classmethod
+    def build(cls, query: "str | SearchRequest", *, filters: "Filters | Mapping[str, Any] | None" = None,
+              recent: Sequence[str] = (), **options: Any) -> "SearchRequest":
+        """From a query string and keyword options, or a request (options override it)."""
+        if isinstance(query, SearchRequest):
+            changes = dict(options)
+            if filters is not None:
+                changes["filters"] = Filters.build(filters)
+            if recent:
+                changes["recent"] = tuple(recent)
+            return replace(query, **changes) if changes else query
+        if isinstance(recent, str):
+            raise ValidationError("recent must be a list of strings (the last turns), not a string")
+        return cls(query, filters=Filters.build(filters), recent=tuple(recent), **options)
+
+    def checked(self, max_chars: int) -> "SearchRequest":
+        """This request if it is valid; ValidationError saying what to fix otherwise."""
+        _check_query(self.query, max_chars)
+        _check_k(self.k)
+        if self.mode not in MODES:
+            raise ValidationError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.scoring is not None:
+            get_preset(self.scoring)
+        if not all(isinstance(r, str) for r in self.recent):
+            raise ValidationError("recent must be a list of strings (the last turns)")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRequest:
+    """One context build: what the caller would send, and the budget it must fit.
+
+    ``messages`` None means the session's recent messages; ``quotas`` are the
+    (short-term, long-term, knowledge) shares (default 0.4/0.2/0.4); ``query`` the text
+    to recall for (default: the last user message); ``recall`` one of
+    :data:`RECALL_MODES`; ``policy`` what to do with a malformed tool-call sequence
+    (``repair`` or ``strict``); ``tokenizer`` a tokenizer spec or object.
+    """
+
+    session_id: str = "default"
+    messages: tuple[Any, ...] | None = None
+    budget: int = 4000
+    quotas: Any = None
+    query: str | None = None
+    recall: str = "auto"
+    k: int = 10
+    policy: str = "repair"
+    tokenizer: Any = None
+
+    @classmethod
+    def build(cls, session_id: str = "default", messages: Any = None,
+              **options: Any) -> "ContextRequest":
+        if isinstance(messages, (Mapping, str)):
+            raise ValidationError("messages must be a list of OpenAI-format dicts")
+        return cls(session_id, tuple(messages) if messages is not None else None, **options)
+
+    def checked(self) -> "ContextRequest":
+        """This request if it is valid; ValidationError saying what to fix otherwise."""
+        if not isinstance(self.session_id, str) or not self.session_id.strip():
+            raise ValidationError("session_id must be a non-empty string")
+        if self.recall not in RECALL_MODES:
+            raise ValidationError(f"recall must be one of {', '.join(RECALL_MODES)}, "
+                                  f"not {self.recall!r}")
+        if self.policy not in POLICIES:
+            raise ValidationError(f"policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
+        if not isinstance(self.budget, int) or isinstance(self.budget, bool) or self.budget < 1:
+            raise ValidationError(f"budget must be a positive number of tokens, got {self.budget!r}")
+        _check_k(self.k)
+        if self.query is not None and not isinstance(self.query, str):
+            raise ValidationError(f"query must be a string, not {type(self.query).__name__}")
+        Quotas.build(self.quotas)
+        return self

@@ -1,0 +1,116 @@
+"""What is indexed, written in one place: the index document of a turn and of an item.
+
+:func:`turn_doc` and :func:`item_doc` are the only builders of
+:class:`~memstrata.stores.base.IndexDoc` values, so "does this change need re-indexing?"
+is answered by comparing documents (:meth:`IndexDoc.same_entry`), never by a list of
+fields kept by hand. :class:`Indexer` writes them through the store's search-index seam,
+embedding through the store's vector cache (:func:`embed_cached`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+import numpy as np
+
+from ..providers.embedders import Embedder, content_hash
+from ..stores.base import IndexDoc, MessageLog, SearchIndex, VectorCache
+from ..types import Layer, MemoryItem, Message, Role, Scope
+from .documents import item_texts, speaker_tags, window_texts
+
+__all__ = ["Indexer", "embed_cached", "turn_doc", "item_doc"]
+
+log = logging.getLogger("memstrata.index")
+
+
+def embed_cached(store: VectorCache, embedder: Embedder, texts: Sequence[str],
+                 kind: Literal["query", "passage"] = "passage") -> np.ndarray:
+    """Embed ``texts``, reusing vectors cached by content hash in the store."""
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    hashes = [content_hash(t, kind) for t in texts]
+    cached = store.cached_vectors(embedder.name, sorted(set(hashes)))
+    missing = sorted({h: t for h, t in zip(hashes, texts) if h not in cached}.items())
+    if missing:
+        vectors = embedder.embed([t for _, t in missing], kind=kind)
+        fresh = {h: vectors[i] for i, (h, _) in enumerate(missing)}
+        store.cache_vectors(embedder.name, fresh)
+        cached.update(fresh)
+    return np.stack([cached[h] for h in hashes]).astype(np.float32)
+
+
+def turn_doc(turn: Message, texts: tuple[str, str, str, str], session_id: str,
+             vector: np.ndarray | None = None) -> IndexDoc:
+    """The index document of a raw turn from its :func:`window_texts`; without a
+    ``vector`` the store keeps the one it has."""
+    display, body, context, _ = texts
+    return IndexDoc(id=turn.id, layer=Layer.EPISODIC, text=display, body=body, context=context,
+                    created_at=turn.created_at, session_id=session_id, tags=speaker_tags(turn),
+                    vector=vector)
+
+
+def item_doc(item: MemoryItem, vector: np.ndarray | None = None) -> IndexDoc:
+    """The index document of a memory item."""
+    display, body, context, _ = item_texts(item)
+    return IndexDoc(id=item.id, layer=Layer.SEMANTIC, text=display, body=body, context=context,
+                    created_at=item.created_at, session_id=item.source_session_id,
+                    kind=item.kind.value, status=item.status.value, tags=item.tags,
+                    importance=item.importance, vector=vector)
+
+
+class _IndexBackend(MessageLog, SearchIndex, VectorCache, Protocol):
+    """What indexing needs of a store."""
+
+
+class Indexer:
+    """Writes index documents for turns and items through one store and one embedder."""
+
+    def __init__(self, store: _IndexBackend, embedder: Embedder) -> None:
+        self.store = store
+        self.embedder = embedder
+
+    def index_item(self, scope: Scope, item: MemoryItem) -> None:
+        """(Re)index an item: its text, slots, status and importance, and its vector."""
+        vector = embed_cached(self.store, self.embedder, [item_texts(item)[3]])[0]
+        self.store.index(scope, [item_doc(item, vector)])
+
+    def needs_reindex(self, old: MemoryItem | None, new: MemoryItem) -> bool:
+        """Whether ``new`` changes what the index holds for the item (derived from the
+        documents, so a new indexed field can never be forgotten here)."""
+        return old is None or not item_doc(old).same_entry(item_doc(new))
+
+    def index_turns(self, scope: Scope, session_id: str, stored: Sequence[Message], *,
+                    vectors: bool = True) -> None:
+        """Index new turns, and refresh the two turns before them: their context field
+        holds the next two turns, which have just arrived (their vectors stay).
+
+        ``vectors=False`` indexes the words only (what ``add()`` does when the turns'
+        extraction job will embed them in the background)."""
+        if not stored:
+            return
+        first = stored[0].seq
+        back = min(first, 6)  # two turns for context, two more for the refreshed turns' context
+        earlier = self.store.get_messages(scope, session_id, start=first - back, limit=back) if back else []
+        turns = [m for m in earlier + list(stored) if m.role is not Role.SYSTEM]
+        new_ids = {m.id for m in stored}
+        fresh = [i for i, m in enumerate(turns) if m.id in new_ids]
+        if not fresh:
+            return
+        texts = [window_texts(turns, i) for i in fresh]
+        embedded = embed_cached(self.store, self.embedder, [t[3] for t in texts]) if vectors else None
+        out = [turn_doc(turns[i], t, session_id, embedded[j] if embedded is not None else None)
+               for j, (i, t) in enumerate(zip(fresh, texts))]
+        out += [turn_doc(turns[i], window_texts(turns, i), session_id)
+                for i in range(max(0, fresh[0] - 2), fresh[0])]
+        self.store.index(scope, out)
+        log.debug("indexed %d turn(s) of %r/%s (vectors: %s)", len(fresh), scope.user_id,
+                  session_id, vectors)
+
+    def refresh_session(self, scope: Scope, session_id: str) -> None:
+        """Rebuild the words of every turn of a session (after turns were deleted: their
+        neighbours carry the deleted words in their context field); vectors stay."""
+        kept = [m for m in self.store.get_messages(scope, session_id) if m.role is not Role.SYSTEM]
+        self.store.index(scope, [turn_doc(m, window_texts(kept, i), session_id)
+                                 for i, m in enumerate(kept)])

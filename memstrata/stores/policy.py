@@ -1,0 +1,70 @@
+"""Backend-neutral rules: what every store decides the same way, written once.
+
+The backends run SQL; the decisions behind it — how a job moves between states, which
+documents a search sees by default, what an error says — are here, so SQLite and
+PostgreSQL cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from ..errors import ConflictError, NotFoundError, ValidationError
+from ..types import Filters, MemoryItem, Scope, Status
+
+__all__ = ["JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
+           "check_owner", "session_conflict", "message_id_taken", "visible_by_default",
+           "default_mask", "SESSION_STATUSES"]
+
+#: A job's life: pending → running → done | failed (a failed attempt goes back to pending).
+JOB_STATUSES = ("pending", "running", "done", "failed")
+#: Jobs a worker still has to finish.
+UNFINISHED = ("pending", "running")
+#: A session's life: open → closed → archived (a write opens it again).
+SESSION_STATUSES = ("open", "closed", "archived")
+
+
+def job_outcome(attempts: int, max_attempts: int, error: str | None) -> str:
+    """The status a claimed job ends an attempt in: ``done``, or with an ``error``
+    ``pending`` again until ``max_attempts`` attempts were made, then ``failed``."""
+    if error is None:
+        return "done"
+    return "failed" if attempts >= max_attempts else "pending"
+
+
+def not_claimed(job_id: str, worker: str | None) -> ConflictError:
+    return ConflictError(f"job {job_id} is no longer claimed by {worker!r} (its lease expired "
+                         "and another worker took it); its work is discarded here and done there")
+
+
+def item_not_found(scope: Scope, item_id: str) -> NotFoundError:
+    return NotFoundError(f"no memory item {item_id!r} for user {scope.user_id!r}"
+                         + (f" in namespace {scope.namespace!r}" if scope.namespace else "")
+                         + "; list them with `memstrata list --user ...`")
+
+
+def check_owner(scope: Scope, item: MemoryItem) -> None:
+    """Refuse to write an item under another user's or namespace's scope."""
+    if (item.user_id, item.namespace) != (scope.user_id, scope.namespace):
+        raise ValidationError(f"item {item.id} belongs to user {item.user_id!r} in namespace "
+                              f"{item.namespace!r}, not to {scope.user_id!r} in {scope.namespace!r}")
+
+
+def session_conflict(scope: Scope, session_id: str, expected: int, actual: int) -> ConflictError:
+    return ConflictError(f"session {session_id!r} of {scope.user_id!r} is at version {actual}, "
+                         f"not {expected}: someone else wrote first; reload and retry")
+
+
+def message_id_taken(detail: object) -> ValidationError:
+    return ValidationError(f"message id already stored ({detail}); leave 'id' empty to let "
+                           "memstrata assign one")
+
+
+def visible_by_default(status: str | None) -> bool:
+    """Whether a document is searched when no status filter is given: every raw turn
+    (no status) and active items."""
+    return status is None or status == Status.ACTIVE.value
+
+
+def default_mask(filters: Filters) -> bool:
+    """True when ``filters`` ask for exactly the default visibility (all turns, active
+    items, no other narrowing): the fast path of an in-process mirror."""
+    return filters.is_scope_only and not filters.layers and set(filters.statuses) == {Status.ACTIVE}

@@ -1,0 +1,41 @@
+"""PostgreSQL + pgvector: the server-grade backend (``postgresql://user:pw@host/db``).
+
+``connection`` holds the pool, per-thread transactions, migrations and the mapping of
+SQLSTATE codes to memstrata errors; ``rows`` the log, sessions, items, jobs, metadata
+and usage; ``index`` BM25 over stored postings and pgvector search.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from ...types import Scope
+from ..base import Store
+from .connection import explain
+from .index import PostgresIndex
+from .rows import PostgresRows
+
+__all__ = ["PostgresStore", "open_postgres"]
+
+
+class PostgresStore(PostgresRows, PostgresIndex, Store):
+    """memstrata on PostgreSQL with pgvector. Open with :func:`open_postgres`."""
+
+    def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
+        with self.transaction():
+            self._delete_scope_docs(scope, semantic_only=not messages)
+            self._delete_user_rows(scope, messages=messages)
+
+    def compact(self) -> None:
+        try:  # VACUUM cannot run inside a transaction block: its own autocommit connection
+            with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                conn.execute("VACUUM")
+        except psycopg.Error as exc:
+            raise explain(exc, self.url) from exc
+
+
+def open_postgres(url: str) -> PostgresStore:
+    """``postgresql://user:password@host:port/database`` (libpq URL), migrated."""
+    store = PostgresStore(url)
+    store.setup()
+    return store

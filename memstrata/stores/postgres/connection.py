@@ -1,0 +1,214 @@
+"""The PostgreSQL connection pool, per-thread transactions, migrations, error mapping.
+
+* psycopg 3 with a :class:`psycopg_pool.ConnectionPool` whose connections are checked on
+  checkout, so a restarted server costs the calls in flight, not the store.
+* Transactions are per thread and nest as savepoints, like the SQLite backend.
+* Errors are mapped by SQLSTATE (and, for a connection that never reached the server,
+  by psycopg's exception class), never by their message text.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ...errors import StoreError, StoreUnavailableError
+from ...types import dumps
+from .migrations import PG_MIGRATIONS
+
+__all__ = ["PostgresConnection", "explain", "as_json"]
+
+_LOCK_MIGRATE = 72_616_001  # advisory lock key: one migrator at a time
+
+# SQLSTATE codes (https://www.postgresql.org/docs/current/errcodes-appendix.html)
+_BAD_PASSWORD = "28P01"
+_BAD_AUTHORIZATION = "28000"  # unknown role, or pg_hba refused it
+_UNKNOWN_DATABASE = "3D000"
+_SHUTTING_DOWN = ("57P01", "57P02", "57P03")
+_NO_FILE, _UNSUPPORTED = "58P01", "0A000"  # a missing extension (pgvector)
+_READ_ONLY = "25006"
+_NO_PRIVILEGE = "42501"
+_DISK_FULL = "53100"
+_TOO_MANY_CONNECTIONS = "53300"
+
+
+def _where(url: str) -> str:
+    """The server and database a URL names, without the password (for error messages)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "local socket"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{parts.username or 'default user'}@{host}{port}/{parts.path.lstrip('/') or '(default)'}"
+
+
+# libpq reports a refused *connection* with no SQLSTATE (only the server's FATAL text),
+# so for that case alone the code is read back from the message; every error raised
+# by a statement carries its SQLSTATE.
+_FATAL_CODES = ((re.compile(r"password authentication failed|no password supplied"), _BAD_PASSWORD),
+                (re.compile(r'database "[^"]*" does not exist'), _UNKNOWN_DATABASE),
+                (re.compile(r'role "[^"]*" does not exist'), _BAD_AUTHORIZATION))
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    state = getattr(exc, "sqlstate", None)
+    if state is None and isinstance(exc, psycopg.OperationalError):
+        text = str(exc)
+        state = next((code for pattern, code in _FATAL_CODES if pattern.search(text)), None)
+    return state
+
+
+def explain(exc: BaseException, url: str) -> StoreError:
+    """A memstrata error for a psycopg one, chosen by its SQLSTATE."""
+    text = str(exc).strip()
+    where = _where(url)
+    state = _sqlstate(exc)
+    if isinstance(exc, PoolTimeout):
+        return StoreUnavailableError(f"PostgreSQL at {where} gave no connection in time ({text}); "
+                                     "is the server up, and is the pool large enough?")
+    if state == _BAD_PASSWORD:
+        return StoreUnavailableError(f"PostgreSQL at {where} refused the password ({text}); "
+                                     "fix the password in the URL")
+    if state == _UNKNOWN_DATABASE:
+        return StoreUnavailableError(f"PostgreSQL at {where}: unknown database ({text}); create it "
+                                     "(createdb) or fix the database name in the URL")
+    if state == _BAD_AUTHORIZATION:
+        return StoreUnavailableError(f"PostgreSQL at {where} refused the user ({text}); fix the "
+                                     "user name in the URL or the server's pg_hba.conf")
+    if state in _SHUTTING_DOWN or state == _TOO_MANY_CONNECTIONS or (state or "").startswith("08") \
+            or (state is None and isinstance(exc, psycopg.OperationalError)):
+        return StoreUnavailableError(f"cannot reach PostgreSQL at {where} ({text}); check that "
+                                     "the server is running and the host and port are right")
+    if state in (_NO_FILE, _UNSUPPORTED):
+        return StoreError(f"PostgreSQL at {where} lacks a server extension the schema needs "
+                          f"({text}); install pgvector on the server")
+    if state == _READ_ONLY:
+        return StoreError(f"PostgreSQL at {where} is read-only ({text}); connect to the primary")
+    if state == _NO_PRIVILEGE:
+        return StoreError(f"PostgreSQL at {where}: permission denied ({text}); grant the user "
+                          "rights on the memstrata tables")
+    if state == _DISK_FULL:
+        return StoreError(f"PostgreSQL at {where}: the disk is full ({text}); free space and retry")
+    return StoreError(f"PostgreSQL error on {where}: {text}")
+
+
+def as_json(value: Any) -> Jsonb:
+    """A JSONB parameter, serialised the way every memstrata JSON column is."""
+    return Jsonb(value, dumps=dumps)
+
+
+class PostgresConnection:
+    """The pool, per-thread transactions and migrations; the base of the store."""
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8,
+                 timeout: float = 10.0) -> None:
+        self.url = url
+        self._conninfo = url.replace("postgres://", "postgresql://", 1)
+        try:  # fail now, with the reason, rather than as a pool timeout later
+            psycopg.connect(self._conninfo, connect_timeout=max(1, int(timeout))).close()
+        except psycopg.Error as exc:
+            raise explain(exc, url) from exc
+        self._pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size,
+                                    kwargs={"autocommit": True}, configure=self._configure,
+                                    check=ConnectionPool.check_connection, timeout=timeout,
+                                    open=False, name="memstrata")
+        self._local = threading.local()
+
+    @staticmethod
+    def _configure(conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SET TIME ZONE 'UTC'")  # datetimes come back as SQLite's do
+        try:
+            register_vector(conn)
+        except psycopg.ProgrammingError:
+            pass  # before the first setup() the extension does not exist yet
+
+    def setup(self) -> list[str]:
+        applied: list[str] = []
+        try:
+            with psycopg.connect(self._conninfo, autocommit=True) as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATE,))
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                             "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+                done = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+                for name, sql in PG_MIGRATIONS:
+                    if name not in done:
+                        for statement in sql.split(";\n"):
+                            if statement.strip():
+                                conn.execute(statement)
+                        conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
+                        applied.append(name)
+        except psycopg.Error as exc:
+            raise explain(exc, self.url) from exc
+        return applied
+
+    def close(self) -> None:
+        if not self._pool.closed:
+            self._pool.close()
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            yield conn
+            return
+        if self._pool.closed:
+            self._pool.open(wait=False)
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise explain(exc, self.url) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._conn() as conn:
+            outer = getattr(self._local, "conn", None) is None
+            self._local.conn = conn
+            try:
+                with conn.transaction():  # savepoints when nested
+                    yield
+            except psycopg.Error as exc:
+                raise explain(exc, self.url) from exc
+            finally:
+                if outer:
+                    self._local.conn = None
+
+    def _x(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        with self._conn() as conn:
+            try:
+                cur = conn.cursor(row_factory=dict_row)
+                cur.execute(sql, params)
+                return cur.fetchall() if cur.description else []
+            except psycopg.Error as exc:
+                raise explain(exc, self.url) from exc
+
+    def _many(self, sql: str, rows: Sequence[Any], *,
+              taken: Callable[[object], Exception] | None = None) -> None:
+        """``executemany``; with ``taken``, a unique violation (an id the caller sent is
+        stored already) raises ``taken(detail)`` instead."""
+        if not rows:
+            return
+        with self._conn() as conn:
+            try:
+                conn.cursor().executemany(sql, rows)
+            except psycopg.errors.UniqueViolation as exc:
+                if taken is None:
+                    raise explain(exc, self.url) from exc
+                raise taken(exc) from exc
+            except psycopg.Error as exc:
+                raise explain(exc, self.url) from exc
+
+    def _delete_docs(self, scope: Any, ids: Sequence[str]) -> None:
+        """Delete index documents (the index half of the store implements it)."""
+        raise NotImplementedError

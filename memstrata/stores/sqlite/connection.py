@@ -1,0 +1,190 @@
+"""One SQLite connection shared by the caller's threads and the job worker.
+
+* WAL journal, ``synchronous=NORMAL``, a busy timeout so several processes can share a
+  file; explicit ``BEGIN IMMEDIATE`` transactions (nested ones become savepoints).
+* Every statement runs under one lock and is read to the end before the lock is
+  released (see :meth:`SQLiteConnection._x`).
+* Errors are mapped by SQLite's result code, not by their message text.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import StoreError
+from ...types import Scope
+from .migrations import SQLITE_MIGRATIONS
+
+__all__ = ["SQLiteConnection", "explain"]
+
+# SQLite primary result codes (https://sqlite.org/rescode.html); the extended code's low
+# byte is the primary one.
+_BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 10, 11, 13, 14, 26
+
+
+def explain(exc: sqlite3.Error, path: str) -> StoreError:
+    """A memstrata error for a sqlite3 one, chosen by its result code."""
+    text = str(exc)
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary == _READONLY:
+        return StoreError(f"{path} is read-only ({text}); fix the file or directory permissions, "
+                          "or point memstrata at a writable path")
+    if primary in (_CORRUPT, _NOTADB):
+        return StoreError(f"{path} is not a memstrata SQLite database or is corrupt ({text}); "
+                          "restore it from a backup or `memstrata export` copy, or use a new path")
+    if primary in (_BUSY, _LOCKED):
+        return StoreError(f"{path} stayed locked by another writer ({text}); retry, or raise "
+                          "the busy timeout")
+    if primary == _CANTOPEN:
+        return StoreError(f"cannot open {path} ({text}); check that the directory exists and is writable")
+    if primary == _FULL:
+        return StoreError(f"{path}: the disk is full ({text}); free space and retry — nothing "
+                          "acknowledged was lost")
+    if primary == _IOERR:
+        return StoreError(f"{path}: disk I/O error ({text}); check the disk and retry")
+    return StoreError(f"SQLite error on {path}: {text}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """A finished statement's rows (read to the end) and counts."""
+
+    rows: list[sqlite3.Row]
+    rowcount: int
+    lastrowid: int | None
+
+    def fetchone(self) -> sqlite3.Row | None:
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list[sqlite3.Row]:
+        return self.rows
+
+    def __iter__(self) -> Iterator[sqlite3.Row]:
+        return iter(self.rows)
+
+
+class SQLiteConnection:
+    """The connection, its lock, transactions and migrations; the base of the store.
+
+    ``_after_commit`` holds callbacks to run once the outermost transaction commits
+    (the in-process index mirrors are updated there, never for rolled-back writes).
+    """
+
+    def __init__(self, path: str, *, timeout: float = 30.0) -> None:
+        self.path = path
+        self.url = "memory://" if path == ":memory:" else f"sqlite:///{path}"
+        if path != ":memory:":
+            parent = Path(path).expanduser().resolve().parent
+            if not parent.is_dir():
+                raise StoreError(f"cannot create {path}: directory {parent} does not exist")
+        try:
+            self._conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        except sqlite3.Error as exc:
+            raise explain(exc, path) from exc
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._pending: list[tuple[str, str, object]] = []
+
+    # -- lifecycle ---------------------------------------------------------------
+    def setup(self) -> list[str]:
+        applied: list[str] = []
+        with self._lock, self.transaction():
+            self._x("CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+            done = {r[0] for r in self._x("SELECT name FROM schema_migrations")}
+            for name, sql in SQLITE_MIGRATIONS:
+                if name in done:
+                    continue
+                for statement in sql.split(";\n"):
+                    if statement.strip():
+                        self._x(statement)
+                self._x("INSERT INTO schema_migrations VALUES (?, strftime('%s','now'))", (name,))
+                applied.append(name)
+        return applied
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+
+    # Every statement runs under the lock and is read to the end before the lock is
+    # released: the connection is shared by the caller's threads and the job worker, and
+    # a half-read SELECT left open by one thread holds a read snapshot that makes another
+    # thread's BEGIN IMMEDIATE fail at once with "database is locked" (no busy wait).
+    def _x(self, sql: str, params: Sequence[object] = ()) -> _Rows:
+        with self._lock:
+            try:
+                cursor = self._conn.execute(sql, params)
+                return _Rows(cursor.fetchall(), cursor.rowcount, cursor.lastrowid)
+            except sqlite3.Error as exc:
+                raise explain(exc, self.path) from exc
+
+    def _many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        with self._lock:
+            try:
+                self._conn.executemany(sql, rows)
+            except sqlite3.Error as exc:
+                raise explain(exc, self.path) from exc
+
+    def _insert_many(self, sql: str, rows: Sequence[Sequence[object]], *,
+                     taken: Callable[[object], Exception] | None = None) -> None:
+        """``executemany`` where a constraint failure means the caller sent an id that is
+        stored already: ``taken(detail)`` builds the error to raise instead."""
+        with self._lock:
+            try:
+                self._conn.executemany(sql, rows)
+            except sqlite3.IntegrityError as exc:
+                if taken is None:
+                    raise explain(exc, self.path) from exc
+                raise taken(exc) from exc
+            except sqlite3.Error as exc:
+                raise explain(exc, self.path) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            outer = self._depth == 0
+            savepoint = f"sp{self._depth}"
+            mark = len(self._pending)  # mirror changes made inside this block
+            self._x("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._conn.rollback()
+                    self._pending.clear()
+                else:
+                    self._x(f"ROLLBACK TO {savepoint}")
+                    self._x(f"RELEASE {savepoint}")
+                    del self._pending[mark:]
+                raise
+            self._depth -= 1
+            if outer:
+                self._x("COMMIT")
+                self._after_commit()
+            else:
+                self._x(f"RELEASE {savepoint}")
+
+    def _delete_docs(self, scope: Scope, ids: Sequence[str]) -> None:
+        """Delete index documents (the index half of the store implements it)."""
+        raise NotImplementedError
+
+    def _after_commit(self) -> None:
+        """Apply what committed to in-process structures (the index mirrors)."""
+        self._pending.clear()

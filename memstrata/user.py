@@ -1,0 +1,421 @@
+"""The per-user handle: everything memstrata keeps about one user, in one namespace.
+
+::
+
+    lin = memory.user("lin", agent="support")
+    lin.add([{"role": "user", "content": "I switched from Java to Go"}], session_id="s1")
+    lin.remember("Prefers short answers", kind="preference")
+    for hit in lin.search("what language do I use?", k=5):
+        print(hit.score, hit.text)
+
+A :class:`UserMemory` carries its :class:`~memstrata.types.Scope`, so no call can drift
+into another user's or namespace's memory. :class:`memstrata.Memory`'s methods that take
+``user_id`` and ``agent_id`` delegate here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from tqdm import tqdm
+
+from .config import Settings
+from .errors import ValidationError
+from .layers.context import ContextResult, MemoryLine, assemble, find_trigger
+from .layers.episodic import Resume, SessionManager
+from .layers.semantic.forget import Forgetter
+from .layers.semantic.items import ItemWriter, new_item
+from .layers.semantic.pipeline import MaintenanceReport
+from .layers.semantic.profile import Profile, render
+from .layers.semantic.profiles import Profiles
+from .providers.metered import MeteredLLM
+from .requests import ContextRequest, SearchRequest
+from .retrieval.indexer import Indexer
+from .retrieval.search import Retriever, SearchResult
+from .sessions import SessionState
+from .stores.base import Job, ProfileVersion, SessionInfo, Store
+from .tokens import get_tokenizer
+from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope, SearchHit,
+                    Status, utcnow)
+from .usage import UsageReport, usage_report
+
+__all__ = ["UserMemory", "AddResult", "Engine"]
+
+log = logging.getLogger("memstrata")
+_EVERY_STATUS = Filters(statuses=tuple(Status))
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What :meth:`UserMemory.add` stored."""
+
+    session_id: str
+    messages: list[Message]
+
+    @property
+    def message_ids(self) -> builtins.list[str]:
+        return [m.id for m in self.messages]
+
+
+def _parse_messages(messages: Any, max_chars: int) -> builtins.list[Message]:
+    """OpenAI-format messages, a single dict, or a plain string (a user message)."""
+    if isinstance(messages, (Mapping, str, Message)):
+        messages = [messages]
+    if not isinstance(messages, Sequence) or not messages:
+        raise ValidationError("messages must be a non-empty list of dicts like "
+                              "{'role': 'user', 'content': '...'} (or one such dict, or a string)")
+    now = utcnow()
+    return [Message.from_dict(m, default_time=now, index=i, max_chars=max_chars)
+            for i, m in enumerate(messages)]
+
+
+def _check_session(session_id: Any) -> str:
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise ValidationError("session_id must be a non-empty string")
+    return session_id
+
+
+class Engine(Protocol):
+    """What a handle needs of :class:`memstrata.Memory`: the shared parts and the work
+    that is queued for the worker."""
+
+    settings: Settings
+    store: Store
+    indexer: Indexer
+    retriever: Retriever
+    writer: ItemWriter
+    forgetter: Forgetter
+    profiles: Profiles
+    session_manager: SessionManager
+    llm: MeteredLLM | None
+
+    def enqueue_extract(self, scope: Scope, session_id: str, from_seq: int, to_seq: int) -> Job: ...
+
+    def enqueue_summary(self, scope: Scope, session_id: str) -> Job | None: ...
+
+    def wake_worker(self) -> None: ...
+
+    def after_archive(self, scope: Scope, session_id: str, handed: list[Message]) -> None: ...
+
+    def maintain_scopes(self, scopes: Sequence[Scope], now: datetime | None = None, *,
+                        background: bool = False) -> MaintenanceReport: ...
+
+
+class UserMemory:
+    """One user's memory in one namespace. Get one with :meth:`memstrata.Memory.user`."""
+
+    def __init__(self, memory: Engine, scope: Scope) -> None:
+        self.memory = memory
+        self.scope = scope
+
+    @property
+    def user_id(self) -> str:
+        return self.scope.user_id
+
+    @property
+    def agent_id(self) -> str:
+        """The namespace (``""`` for none)."""
+        return self.scope.namespace
+
+    def __repr__(self) -> str:
+        return f"UserMemory(user_id={self.user_id!r}, agent={self.agent_id!r})"
+
+    # -- raw turns ------------------------------------------------------------------
+    def add(self, messages: Any, session_id: str = "default", *, index: bool = True,
+            extract: bool | None = None) -> AddResult:
+        """Store chat messages in a session's log and index them.
+
+        Takes OpenAI-format messages (``tool_calls``/``tool_call_id`` included), one
+        such dict, or a plain string (a user message); ``developer`` is a system
+        message, content parts are joined as text, an empty assistant reply is kept as
+        empty. Each message may carry ``created_at`` (datetime, epoch or ISO string) for
+        imports. The whole list is validated before anything is written; the raw turns
+        commit before anything derived from them. Unless ``extract`` is False (or the
+        ``extraction`` setting is off), an L3 extraction job is stored in the same
+        transaction and runs in the background (:meth:`memstrata.Memory.flush` waits
+        for it). The turns are searchable by their words at once; with
+        ``embed_on_add="background"`` (the default) that job also embeds them.
+        """
+        m = self.memory
+        if extract is None:
+            extract = m.settings.extraction != "off"
+        session_id = _check_session(session_id)
+        parsed = _parse_messages(messages, m.settings.max_message_chars)
+        manager = m.session_manager
+        with m.store.transaction():  # the raw turns and their extraction job: one unit
+            _, stored = manager.append(self.scope, session_id, parsed)
+            job = (m.enqueue_extract(self.scope, session_id, stored[0].seq, stored[-1].seq)
+                   if extract and stored and not manager.sessions.hot_log else None)
+        if index:
+            # with an extraction job coming, the words are indexed now and the vectors by
+            # the job: embedding is most of a write's cost (see docs/benchmarks.md)
+            later = job is not None and m.settings.embed_on_add == "background"
+            m.indexer.index_turns(self.scope, session_id, stored, vectors=not later)
+        if m.llm is None:
+            manager.summarise(self.scope, session_id)
+        else:  # an LLM summary: in the background, not in add()
+            job = m.enqueue_summary(self.scope, session_id) or job
+        if job is not None:
+            m.wake_worker()
+        log.info("add %d message(s) to %r/%s%s", len(stored), self.user_id, session_id,
+                 " (extraction queued)" if job is not None else "")
+        return AddResult(session_id, stored)
+
+    def messages(self, session_id: str = "default") -> builtins.list[Message]:
+        """A session's raw log, in order (with messages a Redis session still holds)."""
+        return self.memory.session_manager.sessions.messages(self.scope, session_id)
+
+    def sessions(self) -> builtins.list[SessionInfo]:
+        """The user's sessions in the main store, oldest first."""
+        return self.memory.store.list_sessions(self.scope)
+
+    def session(self, session_id: str = "default") -> SessionState:
+        """A session's state: version, status, running summary, recent messages."""
+        return self.memory.session_manager.sessions.load(self.scope, session_id)
+
+    def import_conversation(self, sessions: Iterable[Mapping[str, Any]], *, progress: bool = True,
+                            extract: bool = False) -> builtins.list[AddResult]:
+        """Import past sessions: ``[{"session_id": ..., "messages": [...]}, ...]``.
+
+        Messages keep their original ``created_at``. Raw logs of all sessions are stored
+        first, then indexed in embedding batches (with a progress bar). With ``extract``
+        each session also gets an extraction job (off by default: imports are often
+        benchmarks of raw-turn retrieval).
+        """
+        sessions = list(sessions)
+        for i, session in enumerate(sessions):
+            if not isinstance(session, Mapping) or "messages" not in session:
+                raise ValidationError(f"session {i} must be a dict with 'messages' "
+                                      "(and optionally 'session_id')")
+        results = [self.add(session["messages"], str(session.get("session_id") or f"import-{i}"),
+                            index=False, extract=extract) for i, session in enumerate(sessions)]
+        batch = self.memory.settings.embed_batch
+        with tqdm(total=sum(len(r.messages) for r in results), desc=f"indexing {self.user_id}",
+                  unit="msg", disable=not progress, leave=False) as bar:
+            for result in results:
+                msgs = result.messages
+                for start in range(0, len(msgs), batch):
+                    self.memory.indexer.index_turns(self.scope, result.session_id,
+                                                    msgs[start:start + batch])
+                    bar.update(len(msgs[start:start + batch]))
+        return results
+
+    # -- memory items ---------------------------------------------------------------
+    def remember(self, content: str, *, kind: "Kind | str" = Kind.FACT, subject: str | None = None,
+                 attribute: str | None = None, value: str | None = None,
+                 confidence: float = 0.8, importance: float = 0.5, tags: Sequence[str] = (),
+                 metadata: Mapping[str, Any] | None = None, session_id: str | None = None,
+                 actor: str = "api", reason: str = "remember() call") -> MemoryItem:
+        """Store a memory item directly (no extraction), as version 1."""
+        item = new_item(self.scope, content, limit=self.memory.settings.max_message_chars,
+                        kind=kind, subject=subject, attribute=attribute, value=value,
+                        confidence=confidence, importance=importance, tags=tags,
+                        metadata=metadata, session_id=session_id)
+        return self.memory.writer.create(self.scope, item, actor=actor, reason=reason)
+
+    def get(self, item_id: str) -> MemoryItem:
+        """One memory item, or NotFoundError."""
+        return self.memory.store.get_item(self.scope, item_id)
+
+    def list(self, *, filters: "Filters | Mapping[str, Any] | None" = None, limit: int = 100,
+             offset: int = 0) -> builtins.list[MemoryItem]:
+        """Memory items, newest first (active only unless ``filters`` says otherwise)."""
+        for name, number in (("limit", limit), ("offset", offset)):
+            if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+                raise ValidationError(f"{name} must be a non-negative integer, got {number!r}")
+        return self.memory.store.list_items(self.scope, Filters.build(filters), limit=limit,
+                                            offset=offset)
+
+    def update(self, item_id: str, *, actor: str = "api", reason: str = "update() call",
+               expected_version: int | None = None, **changes: Any) -> MemoryItem:
+        """Edit an item; the change is a new version with the previous values kept. With
+        ``expected_version``, a ConflictError when the item changed meanwhile."""
+        return self.memory.writer.edit(self.scope, item_id, changes, actor=actor, reason=reason,
+                                       limit=self.memory.settings.max_message_chars,
+                                       expected_version=expected_version)
+
+    def history(self, item_id: str) -> builtins.list[ItemVersion]:
+        """Every version of an item, oldest first: who changed what, when and why."""
+        return self.memory.store.history(self.scope, item_id)
+
+    def forget(self, item_id: str, *, messages: bool = False) -> None:
+        """Forget an item for real: its rows, every version, its index entry and vector,
+        the cached embeddings of its texts and, with ``messages``, the raw turns it was
+        extracted from. Bytes leave the file at the next :meth:`memstrata.Memory.compact`."""
+        self.memory.forgetter.forget(self.scope, [item_id], messages=messages)
+
+    delete = forget
+
+    def forget_all(self, *, messages: bool = True) -> None:
+        """Forget everything of the user (items, versions, jobs, profile, index, cached
+        vectors and, with ``messages``, sessions and raw turns), then compact the store."""
+        self.memory.forgetter.forget_user(self.scope, messages=messages)
+
+    def feedback(self, item_id: str, signal: str) -> MemoryItem:
+        """A thumbs-up (``"up"``) or thumbs-down (``"down"``) on an item's confidence; a
+        new version. Maintenance deactivates items whose confidence fell too low."""
+        return self.memory.writer.feedback(self.scope, item_id, signal)
+
+    def complete(self, item_id: str) -> MemoryItem:
+        """Mark a todo done (todos never decay until then)."""
+        return self.memory.writer.set_status(self.scope, item_id, Status.DONE, reason="marked done")
+
+    def undo(self, item_id: str) -> MemoryItem | None:
+        """Revert an item's last change (a new version). Undoing a creation deletes the
+        item and reactivates the one it superseded, which is returned."""
+        return self.memory.writer.undo(self.scope, item_id)
+
+    # -- core profile -------------------------------------------------------------------
+    def profile(self, *, cached: bool = False) -> Profile:
+        """The core profile (R3.10): aggregated from active items, manual edits on top.
+
+        With ``cached`` it is the snapshot the last maintenance (or ``profile`` job)
+        stored — one read instead of an aggregation, for per-prompt use — falling back
+        to the live profile when there is no snapshot yet."""
+        profiles = self.memory.profiles
+        return (profiles.cached(self.scope) if cached else None) or profiles.profile(self.scope)
+
+    def update_profile(self, *, actor: str = "api", **fields: Any) -> Profile:
+        """Edit profile fields (name, role, goals, current, preferences, language) as a
+        new version; an edit beats aggregation until set back to None."""
+        return self.memory.profiles.update(self.scope, fields, actor=actor)
+
+    def profile_history(self) -> builtins.list[ProfileVersion]:
+        """Every version of the user's profile edits, oldest first."""
+        return self.memory.store.profile_versions(self.scope)
+
+    # -- retrieval ------------------------------------------------------------------
+    def search(self, query: "str | SearchRequest", **options: Any) -> builtins.list[SearchHit]:
+        """Hybrid search over the user's raw turns and memory items; best first.
+
+        ``query`` is the text (or a :class:`~memstrata.requests.SearchRequest`); the
+        options are its fields: ``k``, ``filters``, ``recent`` (the last few turns,
+        added to the query, R5.4), ``scoring``, ``mode``, ``now``. Each hit carries
+        ``parts``: similarity, dense/lexical parts and ranks, recency, importance,
+        layer weight and the scoring preset.
+        """
+        return self._search(SearchRequest.build(query, **options), explain=False).hits
+
+    def explain(self, query: "str | SearchRequest", **options: Any) -> SearchResult:
+        """Like :meth:`search`, but also returns both candidate lists (R5.6)."""
+        return self._search(SearchRequest.build(query, **options), explain=True)
+
+    def _search(self, request: SearchRequest, *, explain: bool) -> SearchResult:
+        m = self.memory
+        request = request.checked(m.settings.max_message_chars)
+        return m.retriever.search(self.scope, request.query, k=request.k, filters=request.filters,
+                                  recent=list(request.recent),
+                                  preset=request.scoring or m.settings.scoring,
+                                  mode=request.mode, now=request.now, explain=explain)
+
+    # -- sessions and context (logic in layers.episodic and layers.context) -----------
+    def archive_session(self, session_id: str = "default") -> SessionState:
+        """Close and archive a session now (a last summary step first); its summary and
+        messages stay, but it no longer feeds new prompts until written to again."""
+        state, handed = self.memory.session_manager.archive(self.scope, session_id)
+        self.memory.after_archive(self.scope, session_id, handed)
+        return state
+
+    def resume(self, *, exclude_session: str | None = None) -> Resume:
+        """Where the user left off (R2.5): the latest other session's summary and the
+        open todos."""
+        state = self.memory.session_manager.resume(self.scope, exclude=exclude_session)
+        todos = self.list(filters={"kinds": ["todo"], "statuses": ["active"]}, limit=20)
+        return Resume(state.session_id if state else None, state.summary if state else None,
+                      tuple(t.content for t in todos))
+
+    def context(self, session_id: "str | ContextRequest" = "default", messages: Any = None,
+                **options: Any) -> ContextResult:
+        """The messages to send for the next LLM call, within ``budget`` tokens (R6).
+
+        ``messages`` are what the caller would send (default: the session's recent
+        messages). Adds the core profile, the session summary and — on a trigger word in
+        ``query`` or the last user message, or with ``recall="deep"`` — memories found by
+        :meth:`search`; ``recall="light"`` adds the profile only. Options are the fields
+        of :class:`~memstrata.requests.ContextRequest` (``budget``, ``quotas``,
+        ``query``, ``recall``, ``k``, ``policy``, ``tokenizer``). Returns a
+        :class:`~memstrata.layers.context.ContextResult` (``messages``, ``report``).
+        """
+        request = (session_id if isinstance(session_id, ContextRequest)
+                   else ContextRequest.build(session_id, messages, **options)).checked()
+        m = self.memory
+        state = m.session_manager.sessions.load(self.scope, request.session_id)
+        sent = list(request.messages) if request.messages is not None \
+            else [msg.to_openai() for msg in state.recent]
+        text = request.query
+        if text is None:
+            users = [Message.from_dict(msg, index=i) for i, msg in enumerate(sent)]
+            users = [msg for msg in users if msg.role is Role.USER and msg.content]
+            text = users[-1].content if users else ""
+        triggers = [w.strip() for w in m.settings.trigger_words.split(",") if w.strip()]
+        trigger = find_trigger(text or "", triggers)
+        deep = request.recall == "deep" or (request.recall == "auto" and trigger is not None)
+        lines: list[MemoryLine] = []
+        if deep and text and text.strip():
+            recent = [msg.get("content") for msg in sent[-7:-1] if isinstance(msg, Mapping)
+                      and msg.get("role") in ("user", "assistant")
+                      and isinstance(msg.get("content"), str)]
+            for hit in self.search(text, k=request.k, recent=recent[-m.settings.query_turns:]):
+                if hit.layer is Layer.EPISODIC and hit.session_id == request.session_id:
+                    continue  # this session's turns are in the window or the summary
+                lines.append(MemoryLine(hit.id, hit.text, hit.score, hit.created_at.date().isoformat()))
+        summary = state.summary.render() if state.summary is not None and state.status == "open" \
+            else None
+        return assemble(sent, budget=request.budget, profile=self._profile_text(),
+                        summary=summary, memories=lines, quotas=request.quotas,
+                        recall="deep" if deep else "light", trigger=trigger,
+                        tokenizer=get_tokenizer(request.tokenizer),
+                        policy=request.policy)  # type: ignore[arg-type]
+
+    def _profile_text(self) -> str | None:
+        profile = self.profile()
+        if profile.is_empty:
+            return None
+        return render(profile, "zh" if profile.language == "zh" else "en")
+
+    # -- write path and maintenance -------------------------------------------------------
+    def enqueue_extraction(self, session_id: str, *, from_seq: int = 0) -> Job | None:
+        """Queue extraction over a session's turns from ``from_seq`` (e.g. after a session
+        store handed its messages to the main store)."""
+        m = self.memory
+        last = m.store.get_messages(self.scope, session_id, start=from_seq)
+        if not last or m.settings.extraction == "off":
+            return None
+        job = m.enqueue_extract(self.scope, session_id, from_seq, last[-1].seq)
+        m.wake_worker()
+        return job
+
+    def maintain(self, now: datetime | None = None, *, background: bool = False) -> MaintenanceReport:
+        """Decay and capacity (R3.7, R3.8), then a refresh of the profile snapshot; see
+        :meth:`memstrata.Memory.maintain`."""
+        return self.memory.maintain_scopes([self.scope], now, background=background)
+
+    def jobs(self, *, status: str | None = None, limit: int = 1000) -> builtins.list[Job]:
+        """The user's background jobs, oldest first."""
+        return self.memory.store.list_jobs(self.scope, statuses=(status,) if status else (),
+                                           limit=limit)
+
+    def usage(self) -> UsageReport:
+        """LLM calls, tokens and latency per purpose, and item writes per path."""
+        return usage_report(self.memory.store, [self.scope])
+
+    def reindex(self, *, progress: bool = True) -> int:
+        """Rebuild the retrieval index from the raw log and the items; returns docs indexed."""
+        m = self.memory
+        count = 0
+        for info in tqdm(m.store.list_sessions(self.scope), desc="reindex", disable=not progress):
+            msgs = m.store.get_messages(self.scope, info.session_id)
+            for start in range(0, len(msgs), m.settings.embed_batch):
+                m.indexer.index_turns(self.scope, info.session_id,
+                                      msgs[start:start + m.settings.embed_batch])
+            count += len(msgs)
+        items = m.store.list_items(self.scope, _EVERY_STATUS, limit=10**9)
+        for item in items:
+            m.indexer.index_item(self.scope, item)
+        return count + len(items)
+

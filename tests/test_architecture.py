@@ -1,0 +1,127 @@
+"""The house reads bottom-up: no module imports a module of a higher layer.
+
+The layers, lowest first, are the table below (docs/architecture.md draws the same
+map). A module may import its own unit (the longest matching prefix) or any unit of a
+strictly lower rank — never one of the same rank or above. Imports under
+``TYPE_CHECKING`` count too: a type that needs an upward import is a seam in the wrong
+place.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "memstrata"
+
+# unit (module prefix) -> rank; the longest prefix a module starts with is its unit
+RANKS: dict[str, float] = {
+    "memstrata.errors": 0,
+    "memstrata.text": 1,
+    "memstrata.types": 2,
+    "memstrata.config": 2,
+    "memstrata.tokens": 3,
+    "memstrata.providers": 3,
+    "memstrata.prompts": 4,
+    "memstrata.stores": 5,
+    "memstrata.sessions": 6,
+    "memstrata.retrieval": 6,
+    "memstrata.layers": 7,  # the package's own __init__
+    "memstrata.layers.working": 7.0,
+    "memstrata.layers.episodic": 7.1,
+    "memstrata.layers.semantic": 7.2,
+    "memstrata.layers.context": 7.3,
+    "memstrata.jobs": 8,
+    "memstrata.usage": 8,
+    "memstrata.requests": 8.5,
+    "memstrata.user": 9,
+    "memstrata.memory": 9.5,
+    "memstrata": 10,  # the package's __init__: the curated public surface
+    "memstrata.bench": 11,
+    "memstrata.cli": 12,
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    rel = Path(*name.split("."))
+    return (PACKAGE.parent / rel).with_suffix(".py").exists() or (PACKAGE.parent / rel).is_dir()
+
+
+def _unit(name: str) -> str:
+    return max((u for u in RANKS if name == u or name.startswith(u + ".")), key=len)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every memstrata module ``path`` imports (relative imports resolved)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("memstrata")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("memstrata"):
+                continue
+            out.add(target)
+            out |= {f"{target}.{a.name}" for a in node.names if _is_module(f"{target}.{a.name}")}
+    return out
+
+
+FILES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_layer() -> None:
+    for path in FILES:
+        assert _unit(_module_name(path)) in RANKS
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_imports_a_higher_layer(path: Path) -> None:
+    module = _module_name(path)
+    unit = _unit(module)
+    bad = sorted(target for target in _imports(path)
+                 if _unit(target) != unit and RANKS[_unit(target)] >= RANKS[unit])
+    assert not bad, f"{module} ({unit}, rank {RANKS[unit]}) imports up or sideways: {bad}"
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    fake = PACKAGE / "stores" / "base.py"
+    assert "memstrata.types" in _imports(fake)  # a real downward import is seen
+    tree = "from ..memory import Memory\nfrom . import policy\n"
+    probe = PACKAGE / "stores" / "_probe_for_test.py"
+    probe.write_text(tree)
+    try:
+        found = _imports(probe)
+    finally:
+        probe.unlink()
+    assert {"memstrata.memory", "memstrata.stores.policy"} <= found
+
+
+def test_the_core_does_not_import_the_benchmarks_or_the_cli() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, memstrata, memstrata.cli.main; "
+            "print(sorted(m for m in sys.modules if m.startswith(('memstrata.bench', "
+            "'memstrata.cli.bench'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_file_is_past_800_lines() -> None:
+    long = {str(p.relative_to(PACKAGE)): n for p in FILES
+            if (n := len(p.read_text().splitlines())) > 800}
+    assert not long, f"split these into two concepts: {long}"
