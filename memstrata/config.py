@@ -107,6 +107,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query_turns", 3, int, "Recent turns added to the query besides the current message",
             low=0),
     Setting("embed_batch", 32, int, "Texts per embedding call during imports", low=1),
+    Setting("index_memory_mb", 512.0, float,
+            "Memory an SQLite store's in-process search index may hold, all users together "
+            "(least recently searched users are dropped first and reloaded when searched)",
+            low=1.0),
     Setting("sessions", "", str,
             "Session store URL: empty = the main store's own session rows (SQLite or "
             "PostgreSQL); redis://host:6379/0 or redis+cluster://host:7000 (add ?prefix=NAME "
@@ -197,6 +201,7 @@ class Settings:
     embed_on_add: str = "background"
     query_turns: int = 3
     embed_batch: int = 32
+    index_memory_mb: float = 512.0
     sessions: str = ""
     summary_every: int = 10
     session_idle_minutes: float = 30.0

@@ -79,7 +79,8 @@ class Memory:
             store=store if isinstance(store, str) else None,
             embedder=embedder if isinstance(embedder, str) else None,
             llm=llm if isinstance(llm, str) else None, **settings)
-        self.store = open_store(store if isinstance(store, Store) else s.store)
+        self.store = open_store(store if isinstance(store, Store) else s.store,
+                                index_memory_mb=s.index_memory_mb)
         try:
             self._build(embedder, llm)
         except BaseException:

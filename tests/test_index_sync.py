@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -34,7 +34,7 @@ def _vector(seed: int) -> np.ndarray:
 
 def _doc(doc_id: str, word: str, seed: int) -> IndexDoc:
     return IndexDoc(doc_id, Layer.SEMANTIC, f"note {word}", word, "",
-                    datetime(2026, 1, 1, tzinfo=timezone.utc), kind="fact", status="active",
+                    datetime(2026, 1, 1, tzinfo=UTC), kind="fact", status="active",
                     importance=0.5, vector=_vector(seed))
 
 

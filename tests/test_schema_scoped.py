@@ -39,8 +39,9 @@ ALLOWED = {
     ("sqlite.py", "claim_job"), ("sqlite.py", "list_jobs"), ("postgres.py", "list_jobs"),
     # the idle-session sweep looks across users for sessions to archive (it fans out too)
     ("sqlite.py", "idle_sessions"), ("postgres.py", "idle_sessions"),
-    # store-wide maintenance: FTS5 optimize merges every segment
-    ("sqlite.py", "compact"),
+    # store-wide maintenance: FTS5 optimize merges every segment; the one-time fill of
+    # term records and int8 vectors for documents written before migration 0009_p13
+    ("sqlite.py", "compact"), ("sqlite.py", "_backfill"),
 }
 # SQLite follow-ups keyed by a rowid that a scoped lookup in the same transaction just
 # returned (single-node SQLite only; reported upstream as worth scoping anyway).

@@ -19,13 +19,14 @@ from .base import DocInfo, IndexDoc, SessionInfo, SessionRecord, Store
 __all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "open_store", "BACKENDS"]
 
 
-def _sqlite(url: str) -> Store:
+def _sqlite(url: str, index_memory_mb: float | None = None) -> Store:
     from .sqlite import open_sqlite
 
-    return open_sqlite(url)
+    return open_sqlite(url, index_memory_mb=index_memory_mb)
 
 
-def _postgres(url: str) -> Store:
+def _postgres(url: str, index_memory_mb: float | None = None) -> Store:
+    # the PostgreSQL index lives in the server: there is no in-process index to budget
     try:
         from .postgres import open_postgres
     except ImportError as exc:
@@ -35,7 +36,7 @@ def _postgres(url: str) -> Store:
 
 
 # scheme -> factory; the one table that maps URLs to backends
-BACKENDS: dict[str, Callable[[str], Store]] = {
+BACKENDS: dict[str, Callable[[str, float | None], Store]] = {
     "sqlite": _sqlite,
     "memory": _sqlite,
     "postgresql": _postgres,
@@ -43,8 +44,11 @@ BACKENDS: dict[str, Callable[[str], Store]] = {
 }
 
 
-def open_store(url: "str | Store") -> Store:
-    """Open (and migrate) the store a URL names; a Store passes through unchanged."""
+def open_store(url: "str | Store", *, index_memory_mb: float | None = None) -> Store:
+    """Open (and migrate) the store a URL names; a Store passes through unchanged.
+
+    ``index_memory_mb`` bounds an SQLite store's in-process search index (default: the
+    ``index_memory_mb`` setting)."""
     if isinstance(url, Store):
         return url
     if not isinstance(url, str) or "://" not in url:
@@ -55,4 +59,4 @@ def open_store(url: "str | Store") -> Store:
     if factory is None:
         raise ConfigError(f"unknown store scheme {scheme!r} in {url!r}; known: "
                           f"{', '.join(sorted(BACKENDS))}")
-    return factory(url)
+    return factory(url, index_memory_mb)

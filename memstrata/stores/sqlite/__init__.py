@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from ...config import Settings
 from ...errors import StoreError
 from ...types import Scope
 from ..base import Store
@@ -36,8 +37,9 @@ class SQLiteStore(SQLiteRows, SQLiteIndex, Store):
                 self._x("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def open_sqlite(url: str) -> SQLiteStore:
-    """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``memory://``."""
+def open_sqlite(url: str, *, index_memory_mb: float | None = None) -> SQLiteStore:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``memory://``;
+    ``index_memory_mb`` bounds the in-process search index (default: the setting)."""
     if url in ("memory://", "sqlite://", "sqlite:///:memory:"):
         path = ":memory:"
     else:
@@ -45,6 +47,8 @@ def open_sqlite(url: str) -> SQLiteStore:
         if not path:
             raise StoreError(f"bad SQLite URL {url!r}; use sqlite:///path/to/file.db")
         path = os.path.expanduser(path)
-    store = SQLiteStore(path)
+    if index_memory_mb is None:
+        index_memory_mb = Settings.load().index_memory_mb
+    store = SQLiteStore(path, index_memory_mb=index_memory_mb)
     store.setup()
     return store

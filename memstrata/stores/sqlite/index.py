@@ -1,102 +1,155 @@
-"""The SQLite search index: FTS5 documents and vectors, mirrored in process.
+"""The SQLite search index: documents, their terms and vectors, a change log, mirrors.
 
-* Lexical index: an FTS5 table keeps each document's analysed tokens durable in three
-  columns — the scope key, the document's own tokens and its context tokens
-  (neighbouring turns, session date). Queries run on a per-scope
-  :class:`~memstrata.stores.lexical.LexicalIndex` (FTS5's ``bm25()`` formula, per-user
-  statistics) loaded from it on first search: 5× faster than ``bm25()`` at 100k rows.
-* Vector index: vectors durable in ``doc_vectors``; each scope's vectors mirrored in a
-  :class:`~memstrata.stores.dense.DenseMatrix`.
-* Both mirrors are kept in step on every write, after commit. A per-scope generation
-  counter, bumped in the same transaction as each index write, tells a process when
-  another process changed the index, and it reloads.
+* Durable: ``docs`` (what a hit shows, and each document's *term record*, see
+  :mod:`memstrata.stores.lexical`), ``docs_fts`` (the analysed tokens, FTS5),
+  ``doc_vectors`` (float32 vectors and their int8 copies, see
+  :mod:`memstrata.stores.dense`).
+* ``index_log``: every index write appends the store row ids it wrote or deleted, in the
+  same transaction. SQLite has one writer at a time, so log order is commit order: a
+  process that has applied the log up to ``seq`` applies exactly the entries after it —
+  its own writes and every other process's — re-reading those rows as they are now.
+* Searches run on a per-scope :class:`~memstrata.stores.mirror.ScopeMirror`, built from
+  the stored term records and int8 vectors in one vectorised pass (no tokenising), kept
+  in a :class:`~memstrata.stores.mirror.MirrorCache` under the store's memory budget,
+  and brought up to date from the log before each search. Dense search re-scores the
+  int8 pass's best rows exactly from the float32 vectors.
+* Inside a transaction that has written to a scope's index, a search applies only the
+  log entries committed before that transaction (the transaction's own rows show once it
+  commits; a scope not loaded yet is read for that one search, own rows included).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...types import Filters, Layer, Scope, dumps, from_timestamp
 from .. import policy
 from ..base import DocInfo, IndexDoc, iter_chunks
-from ..dense import DenseMatrix
-from ..lexical import LexicalIndex
-from .connection import SQLiteConnection
+from ..dense import quantize, rescore_depth
+from ..lexical import encode_terms
+from ..mirror import DocRecord, MirrorCache, ScopeMirror
+from .connection import SQLiteConnection, explain
 from .rows import filter_clauses
 
 __all__ = ["SQLiteIndex"]
 
-_DROP = "drop"  # a pending change that drops a scope's mirrors (forget_user)
+log = logging.getLogger("memstrata")
 
-
-@dataclass
-class _Mirror:
-    """A scope's in-process search structures and the index generation they reflect."""
-
-    generation: int
-    lexical: LexicalIndex
-    dense: DenseMatrix | None
+_LOGGED = "logged"  # a pending entry: (scope key, _LOGGED, first log seq this transaction wrote)
+_RECORDS = "SELECT rowid, id, visible, terms, q8 FROM doc_records WHERE namespace=? AND user_id=?"
 
 
 class SQLiteIndex(SQLiteConnection):
     """The :class:`~memstrata.stores.base.SearchIndex` and
     :class:`~memstrata.stores.base.VectorCache` seams on one SQLite file."""
 
-    def __init__(self, path: str, *, timeout: float = 30.0) -> None:
+    #: log entries kept per scope; older ones are pruned, and a process that fell
+    #: further behind than that rebuilds the scope's mirror
+    log_keep = 10_000
+    #: a mirror rebuilds (folds its appended rows into its sorted base) once they pass
+    #: max(fold_min, fold_ratio × rows); a sync with more changes than that reloads
+    fold_min, fold_ratio = 2048, 0.05
+
+    def __init__(self, path: str, *, timeout: float = 30.0,
+                 index_memory_mb: float = 512.0) -> None:
         super().__init__(path, timeout=timeout)
-        self._mirrors: dict[str, _Mirror] = {}
+        self._mirrors = MirrorCache(int(index_memory_mb * 2**20))
+
+    def setup(self) -> list[str]:
+        applied = super().setup()
+        if "0009_p13_index_log" in applied:
+            self._backfill()
+        return applied
+
+    def _backfill(self) -> None:
+        """Mirror records for documents written before they existed."""
+        with self.transaction():
+            rows = self._x("SELECT d.rowid, d.namespace, d.user_id, d.id, d.status, f.body, f.context, "
+                           "v.vec FROM docs d JOIN docs_fts f ON f.rowid = d.rowid LEFT JOIN "
+                           "doc_vectors v ON v.rowid = d.rowid").fetchall()
+            self._many("INSERT INTO doc_records (rowid, namespace, user_id, id, visible, terms, q8) "
+                       "VALUES (?,?,?,?,?,?,?)",
+                       [(r[0], r[1], r[2], r[3], policy.visible_by_default(r[4]),
+                         encode_terms(r[5], r[6]),
+                         None if r[7] is None else quantize(np.frombuffer(r[7], dtype=np.float32)))
+                        for r in rows])
 
     # -- writing ----------------------------------------------------------------------
-    def _bump(self, scope: Scope) -> None:
-        self._x("INSERT INTO index_state (namespace, user_id, generation) VALUES (?,?,1) "
-                "ON CONFLICT(namespace, user_id) DO UPDATE SET generation=generation+1",
-                (scope.namespace, scope.user_id))
+    def _scalar(self, sql: str, params: Sequence[object] = ()) -> Any:
+        row = self._x(sql, params).fetchone()
+        assert row is not None, sql
+        return row[0]
 
-    def _generation(self, scope: Scope) -> int:
-        row = self._x("SELECT generation FROM index_state WHERE namespace=? AND user_id=?",
-                      (scope.namespace, scope.user_id)).fetchone()
-        return row[0] if row else 0
+    def _log(self, scope: Scope, rowids: Sequence[int]) -> None:
+        """Append the change log (inside the caller's transaction) and prune it."""
+        if not rowids:
+            return
+        ns, uid = scope.namespace, scope.user_id
+        self._many("INSERT INTO index_log (namespace, user_id, doc) VALUES (?,?,?)",
+                   [(ns, uid, r) for r in rowids])
+        if not any(p[0] == scope.key and p[1] == _LOGGED for p in self._pending):
+            # one writer at a time: the entries just added are consecutive
+            last = self._scalar("SELECT last_insert_rowid()")
+            self._pending.append((scope.key, _LOGGED, int(last) - len(rowids) + 1))
+        logged = self._scalar("INSERT INTO index_state (namespace, user_id, generation, logged) "
+                              "VALUES (?,?,0,?) ON CONFLICT(namespace, user_id) DO UPDATE SET "
+                              "logged = logged + excluded.logged RETURNING logged",
+                              (ns, uid, len(rowids)))
+        if logged > 2 * self.log_keep:
+            cut = self._scalar("SELECT seq FROM index_log WHERE namespace=? AND user_id=? ORDER BY "
+                               "seq DESC LIMIT 1 OFFSET ?", (ns, uid, self.log_keep))
+            self._x("DELETE FROM index_log WHERE namespace=? AND user_id=? AND seq <= ?",
+                    (ns, uid, cut))
+            self._x("UPDATE index_state SET floor=?, logged=? WHERE namespace=? AND user_id=?",
+                    (cut, self.log_keep, ns, uid))
 
     def index(self, scope: Scope, docs: Sequence[IndexDoc]) -> None:
         if not docs:
             return
+        ns, uid = scope.namespace, scope.user_id
         with self.transaction():
+            written = []
             for doc in docs:
                 row = self._x("SELECT rowid FROM docs WHERE namespace=? AND user_id=? AND id=?",
-                              (scope.namespace, scope.user_id, doc.id)).fetchone()
+                              (ns, uid, doc.id)).fetchone()
                 values = (doc.layer.value, doc.text, doc.session_id, doc.kind, doc.status,
                           doc.importance, doc.created_at.timestamp(), dumps(list(doc.tags)))
                 if row is None:
                     cur = self._x("INSERT INTO docs (namespace, user_id, id, layer, text, session_id, "
                                   "kind, status, importance, created_at, tags) "
-                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                                  (scope.namespace, scope.user_id, doc.id, *values))
+                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?)", (ns, uid, doc.id, *values))
                     rowid = cur.lastrowid
                 else:
                     rowid = row[0]
                     self._x("UPDATE docs SET layer=?, text=?, session_id=?, kind=?, status=?, "
                             "importance=?, created_at=?, tags=? WHERE rowid=? AND namespace=? AND "
-                            "user_id=?", (*values, rowid, scope.namespace, scope.user_id))
+                            "user_id=?", (*values, rowid, ns, uid))
                     self._x("DELETE FROM docs_fts WHERE rowid=?", (rowid,))
                 self._x("INSERT INTO docs_fts (rowid, scope, body, context) VALUES (?,?,?,?)",
                         (rowid, scope.key, doc.body, doc.context))
-                self._pending.append((scope.key, doc.id, ("tokens", doc.body, doc.context,
-                                                           doc.status)))
+                q8 = None
                 if doc.vector is not None:
-                    vec = np.asarray(doc.vector, dtype=np.float32)
+                    vec = np.asarray(doc.vector, dtype=np.float32).reshape(-1)
+                    q8 = quantize(vec)
                     self._x("INSERT OR REPLACE INTO doc_vectors (rowid, namespace, user_id, dim, vec) "
-                            "VALUES (?,?,?,?,?)", (rowid, scope.namespace, scope.user_id, vec.shape[0],
-                                                   vec.tobytes()))
-                    self._pending.append((scope.key, doc.id, vec))
-                self._pending.append((scope.key, doc.id, ("visible",
-                                                           policy.visible_by_default(doc.status))))
-            self._bump(scope)
+                            "VALUES (?,?,?,?,?)", (rowid, ns, uid, vec.shape[0], vec.tobytes()))
+                self._x("INSERT INTO doc_records (rowid, namespace, user_id, id, visible, terms, q8) "
+                        "VALUES (?,?,?,?,?,?,?) ON CONFLICT(rowid) DO UPDATE SET id=excluded.id, "
+                        "visible=excluded.visible, terms=excluded.terms, "
+                        "q8=COALESCE(excluded.q8, doc_records.q8)",
+                        (rowid, ns, uid, doc.id, policy.visible_by_default(doc.status),
+                         encode_terms(doc.body, doc.context), q8))
+                written.append(int(rowid))  # type: ignore[arg-type]
+            self._log(scope, written)
 
     def _delete_docs(self, scope: Scope, ids: Sequence[str]) -> None:
+        gone = []
         for doc_id in ids:
             row = self._x("SELECT rowid FROM docs WHERE namespace=? AND user_id=? AND id=?",
                           (scope.namespace, scope.user_id, doc_id)).fetchone()
@@ -104,9 +157,10 @@ class SQLiteIndex(SQLiteConnection):
                 continue
             self._x("DELETE FROM docs_fts WHERE rowid=?", (row[0],))
             self._x("DELETE FROM doc_vectors WHERE rowid=?", (row[0],))
+            self._x("DELETE FROM doc_records WHERE rowid=?", (row[0],))
             self._x("DELETE FROM docs WHERE rowid=?", (row[0],))
-            self._pending.append((scope.key, doc_id, None))
-        self._bump(scope)
+            gone.append(int(row[0]))
+        self._log(scope, gone)
 
     def _delete_scope_docs(self, scope: Scope, *, semantic_only: bool) -> None:
         key = (scope.namespace, scope.user_id)
@@ -115,105 +169,127 @@ class SQLiteIndex(SQLiteConnection):
                                          "AND layer='semantic'", key)]
             self._delete_docs(scope, ids)
             return
+        rowids = [int(r[0]) for r in self._x("SELECT rowid FROM docs WHERE namespace=? AND "
+                                             "user_id=?", key)]
         self._x("DELETE FROM docs_fts WHERE rowid IN (SELECT rowid FROM docs WHERE "
                 "namespace=? AND user_id=?)", key)
         self._x("DELETE FROM doc_vectors WHERE namespace=? AND user_id=?", key)
+        self._x("DELETE FROM doc_records WHERE namespace=? AND user_id=?", key)
         self._x("DELETE FROM docs WHERE namespace=? AND user_id=?", key)
-        self._x("DELETE FROM index_state WHERE namespace=? AND user_id=?", key)
-        self._pending.append((scope.key, "", _DROP))
-        self._bump(scope)
+        self._log(scope, rowids)
 
-    def _after_commit(self) -> None:
-        """Mirror committed index writes into the loaded per-scope mirrors."""
-        pending, self._pending = self._pending, []
-        touched: set[str] = set()
-        for key, doc_id, change in pending:
-            mirror = self._mirrors.get(key)
-            if mirror is None:
-                continue
-            touched.add(key)
-            if isinstance(change, str) and change == _DROP:
-                self._mirrors.pop(key, None)
-                touched.discard(key)
-            elif change is None:
-                mirror.lexical.remove(doc_id)
-                if mirror.dense is not None:
-                    mirror.dense.remove([doc_id])
-            elif isinstance(change, tuple) and change[0] == "visible":
-                mirror.lexical.set_visible(doc_id, bool(change[1]))
-                if mirror.dense is not None:
-                    mirror.dense.set_visible(doc_id, bool(change[1]))
-            elif isinstance(change, tuple):
-                _, body, context, status = change
-                mirror.lexical.upsert(doc_id, str(body), str(context),
-                                      policy.visible_by_default(status if isinstance(status, str) else None))
-            else:
-                vec = np.asarray(change, dtype=np.float32)
-                if mirror.dense is None:
-                    mirror.dense = DenseMatrix(vec.shape[0])
-                mirror.dense.upsert([doc_id], vec)
-        for key in touched & set(self._mirrors):
-            self._mirrors[key].generation = -1  # re-read the generation on next search
+    # -- the mirrors ------------------------------------------------------------------
+    def _records(self, scope: Scope, rowids: Sequence[int] | None = None) -> list[DocRecord]:
+        """Stored mirror records of a scope (all, or those of ``rowids``), in row id order."""
+        params = [scope.namespace, scope.user_id]
+        chunks: list[list[int] | None] = [None] if rowids is None else list(iter_chunks(rowids))
+        out: list[DocRecord] = []
+        with self._lock:
+            for chunk in chunks:
+                where = "" if chunk is None else f" AND rowid IN ({','.join('?' * len(chunk))})"
+                try:
+                    cursor = self._conn.cursor()
+                    cursor.row_factory = None  # plain tuples: a scope can be 100k rows
+                    out += cursor.execute(_RECORDS + where + " ORDER BY rowid",
+                                          (*params, *(chunk or ()))).fetchall()
+                except sqlite3.Error as exc:
+                    raise explain(exc, self.path) from exc
+        return out
+
+    def _horizon(self, scope: Scope) -> int | None:
+        """Inside a transaction that wrote this scope's log: the last entry committed
+        before it (entries from there on are this transaction's own, not yet committed)."""
+        firsts = [int(p[2]) for p in self._pending  # type: ignore[call-overload]
+                  if p[0] == scope.key and p[1] == _LOGGED]
+        return min(firsts) - 1 if firsts else None
+
+    def _mirror_for(self, scope: Scope) -> ScopeMirror:
+        """The scope's mirror with every committed change applied (under the lock)."""
+        ns, uid = scope.namespace, scope.user_id
+        horizon = self._horizon(scope)
+        cap = "" if horizon is None else f" AND seq <= {int(horizon)}"
+        mirror = self._mirrors.get(scope.key)
+        if mirror is not None:
+            state = self._x("SELECT floor FROM index_state WHERE namespace=? AND user_id=?",
+                            (ns, uid)).fetchone()
+            if state is not None and state[0] > mirror.seq:
+                mirror = None  # entries it still needed were pruned
+        if mirror is not None:
+            changes = self._x("SELECT seq, doc FROM index_log WHERE namespace=? AND user_id=? AND "
+                              f"seq > ?{cap} ORDER BY seq LIMIT ?",
+                              (ns, uid, mirror.seq, self._fold_at(mirror) + 1)).fetchall()
+            if changes and len(changes) + mirror.tail_rows <= self._fold_at(mirror):
+                rowids = [int(c[1]) for c in changes]
+                docs = {d[0]: d for d in self._records(scope, sorted(set(rowids)))}
+                mirror.apply(int(changes[-1][0]), rowids, docs)
+                self._mirrors.put(scope.key, mirror)
+                return mirror
+            if not changes:
+                return mirror
+        # (re)build: the log position first, then the rows, so that a write committed
+        # in between is applied again from the log (applying is idempotent)
+        seq = self._scalar(f"SELECT COALESCE(max(seq), 0) FROM index_log WHERE namespace=? AND "
+                           f"user_id=?{cap}", (ns, uid))
+        if horizon is None:
+            mirror = ScopeMirror(int(seq), self._records(scope))
+            self._mirrors.put(scope.key, mirror)
+            return mirror
+        # inside a transaction that wrote this scope: a mirror for this search only (it
+        # reads the transaction's own rows, which may yet roll back)
+        return ScopeMirror(int(seq), self._records(scope))
+
+    def _fold_at(self, mirror: ScopeMirror) -> int:
+        return max(self.fold_min, int(self.fold_ratio * mirror.rows))
 
     # -- searching --------------------------------------------------------------------
-    def _mirror_for(self, scope: Scope) -> _Mirror:
-        """The scope's in-process indexes, (re)loaded when another connection wrote."""
-        generation = self._generation(scope)
-        mirror = self._mirrors.get(scope.key)
-        if mirror is not None and mirror.generation == -1:
-            mirror.generation = generation  # our own writes were mirrored already
-        if mirror is not None and mirror.generation == generation:
-            return mirror
-        mirror = _Mirror(generation, LexicalIndex(), None)
-        for r in self._x("SELECT d.id, d.status, f.body, f.context FROM docs d JOIN docs_fts f "
-                         "ON f.rowid = d.rowid WHERE d.namespace=? AND d.user_id=? ORDER BY d.rowid",
-                         (scope.namespace, scope.user_id)):
-            mirror.lexical.upsert(r[0], r[2], r[3], policy.visible_by_default(r[1]))
-        rows = self._x("SELECT d.id, d.status, v.dim, v.vec FROM doc_vectors v JOIN docs d ON "
-                       "d.rowid=v.rowid WHERE v.namespace=? AND v.user_id=? ORDER BY v.rowid",
-                       (scope.namespace, scope.user_id)).fetchall()
-        if rows:
-            dim = rows[0]["dim"]
-            mirror.dense = DenseMatrix(dim, generation)
-            matrix = np.frombuffer(b"".join(r["vec"] for r in rows),
-                                   dtype=np.float32).reshape(len(rows), dim)
-            mirror.dense.upsert([r["id"] for r in rows], matrix)
-            for r in rows:
-                if not policy.visible_by_default(r["status"]):
-                    mirror.dense.set_visible(r["id"], False)
-        self._mirrors[scope.key] = mirror
-        return mirror
-
-    def _allowed(self, scope: Scope, filters: Filters) -> set[str] | None:
+    def _allowed(self, scope: Scope, filters: Filters) -> list[int] | None:
         """None when the mirrors' default mask (all turns, active items) is the filter;
-        otherwise the ids the filters allow, resolved in SQL."""
+        otherwise the row ids the filters allow, resolved in SQL."""
         if policy.default_mask(filters):
             return None
         where, params = filter_clauses(filters, "d")
-        rows = self._x("SELECT d.id FROM docs d WHERE d.namespace=? AND d.user_id=?"
+        rows = self._x("SELECT d.rowid FROM docs d WHERE d.namespace=? AND d.user_id=?"
                        + "".join(f" AND {w}" for w in where),
                        (scope.namespace, scope.user_id, *params)).fetchall()
-        return {r[0] for r in rows}
+        return [r[0] for r in rows]
 
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
                        context_weight: float = 0.3,
                        body_weight: float = 1.0) -> list[tuple[str, float]]:
         terms = query.split()
-        if not terms:
+        if not terms or limit <= 0:
             return []
         with self._lock:
             mirror = self._mirror_for(scope)
-            return mirror.lexical.search(terms, limit, context_weight=context_weight,
-                                         body_weight=body_weight,
-                                         allowed=self._allowed(scope, filters))
+            mask = mirror.mask(self._allowed(scope, filters))
+            return mirror.lexical_search(terms, limit, mask, context_weight=context_weight,
+                                         body_weight=body_weight)
 
     def vector_search(self, scope: Scope, vector: np.ndarray, filters: Filters,
                       limit: int) -> list[tuple[str, float]]:
+        if limit <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
         with self._lock:
             mirror = self._mirror_for(scope)
-            if mirror.dense is None:
+            mask = mirror.mask(self._allowed(scope, filters))
+            rowids = mirror.vector_candidates(query, rescore_depth(limit), mask)
+            if not rowids:
                 return []
-            return mirror.dense.search(vector, limit, self._allowed(scope, filters))
+            # exact cosines from the float32 vectors of the candidates
+            found: list[tuple[float, int, str]] = []
+            for chunk in iter_chunks(rowids):
+                rows = self._x(f"SELECT v.rowid, d.id, v.vec FROM doc_vectors v JOIN docs d ON "
+                               f"d.rowid = v.rowid WHERE v.namespace=? AND v.user_id=? AND "
+                               f"v.rowid IN ({','.join('?' * len(chunk))})",
+                               (scope.namespace, scope.user_id, *chunk)).fetchall()
+                if not rows:
+                    continue
+                matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+                cosines = matrix.reshape(len(rows), -1) @ query.reshape(-1)
+                found += [(-float(c), int(r[0]), r[1]) for r, c in zip(rows, cosines)]
+            found.sort()
+            return [(doc_id, -neg) for neg, _, doc_id in found[:limit]]
 
     def doc_info(self, scope: Scope, ids: Sequence[str]) -> dict[str, DocInfo]:
         out: dict[str, DocInfo] = {}

@@ -96,4 +96,23 @@ CREATE TABLE llm_usage (
 );
 CREATE INDEX llm_usage_scope ON llm_usage (namespace, user_id, at)
 """),
+    # P13: the index's change log (every index write appends the row ids it wrote, so a
+    # process applies exactly what others wrote since its last look), and per document
+    # what an in-process index loads — its term record and int8 vector — in a table of
+    # its own, so loading a user reads neither texts nor float32 vectors. The setup
+    # step fills it for documents written before this migration.
+    ("0009_p13_index_log", """
+CREATE TABLE doc_records (
+    rowid INTEGER PRIMARY KEY, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    id TEXT NOT NULL, visible INTEGER NOT NULL, terms BLOB NOT NULL, q8 BLOB
+);
+CREATE INDEX doc_records_scope ON doc_records (namespace, user_id);
+CREATE TABLE index_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
+    doc INTEGER NOT NULL
+);
+CREATE INDEX index_log_scope ON index_log (namespace, user_id, seq);
+ALTER TABLE index_state ADD COLUMN floor INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE index_state ADD COLUMN logged INTEGER NOT NULL DEFAULT 0
+"""),
 ]
