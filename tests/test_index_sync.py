@@ -38,7 +38,17 @@ def _doc(doc_id: str, word: str, seed: int) -> IndexDoc:
                     importance=0.5, vector=_vector(seed))
 
 
-def _serve(url: str, conn) -> None:  # runs in a child process
+#: thresholds small enough that 150 steps snapshot, fold, reload and prune many times
+TINY = {"snapshot_min": 6, "snapshot_every": 5, "snapshot_ratio": 0.1, "fold_min": 3,
+        "fold_ratio": 0.05, "reload_ratio": 0.3, "log_keep": 12}
+
+
+def _serve(url: str, conn, tiny: bool) -> None:  # runs in a child process
+    if tiny:
+        from memstrata.stores.sqlite.index import SQLiteIndex
+
+        for name, value in TINY.items():
+            setattr(SQLiteIndex, name, value)
     store = open_store(url)
     try:
         while True:
@@ -64,12 +74,12 @@ def _serve(url: str, conn) -> None:  # runs in a child process
 class _Fleet:
     """``n`` child processes, each with the store open, answering one command at a time."""
 
-    def __init__(self, url: str, n: int) -> None:
+    def __init__(self, url: str, n: int, tiny: bool = False) -> None:
         ctx = mp.get_context("spawn")
         self.pipes, self.procs = [], []
         for _ in range(n):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(url, child), daemon=True)
+            proc = ctx.Process(target=_serve, args=(url, child, tiny), daemon=True)
             proc.start()
             self.pipes.append(parent)
             self.procs.append(proc)
@@ -88,17 +98,20 @@ class _Fleet:
         assert all(p.exitcode == 0 for p in self.procs)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'sync.db'}"
-    return request.getfixturevalue("pg_url")
+@pytest.fixture(params=["sqlite", "sqlite-tiny", "postgres"])
+def backend(request, tmp_path):
+    """(url, tiny): tiny thresholds make the SQLite mirrors snapshot, fold, reload and
+    prune their log all the time."""
+    if request.param.startswith("sqlite"):
+        return f"sqlite:///{tmp_path / 'sync.db'}", request.param == "sqlite-tiny"
+    return request.getfixturevalue("pg_url"), False
 
 
 @pytest.mark.slow
-def test_every_write_of_every_process_is_visible_to_every_other_process(url):
+def test_every_write_of_every_process_is_visible_to_every_other_process(backend):
+    url, tiny = backend
     open_store(url).close()  # migrated once, before the children race to open it
-    fleet = _Fleet(url, 3)
+    fleet = _Fleet(url, 3, tiny)
     try:
         live: dict[str, tuple[str, int]] = {}  # doc id -> (its word, its vector seed)
         gone: dict[str, tuple[str, int]] = {}
@@ -154,3 +167,10 @@ def test_every_write_of_every_process_is_visible_to_every_other_process(url):
                 check(i, doc_id)
     finally:
         fleet.close()
+    if tiny:  # the paths the tiny thresholds are for did run
+        store = open_store(url)
+        floor, snapshot_rows = store._x("SELECT floor, snapshot_rows FROM index_state WHERE "
+                                        "namespace=? AND user_id=?",
+                                        (SCOPE.namespace, SCOPE.user_id)).fetchone()
+        store.close()
+        assert floor > 0 and snapshot_rows > 0

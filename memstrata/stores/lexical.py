@@ -62,9 +62,19 @@ def encode_terms(body: str, context: str) -> bytes:
     return record.tobytes()
 
 
-def decode_terms(blob: bytes | None) -> np.ndarray:
-    """The :data:`TERM_RECORD` entries of a stored record (empty for None)."""
-    return np.frombuffer(blob or b"", dtype=TERM_RECORD)
+def decode_terms(blobs: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray]:
+    """The :data:`TERM_RECORD` entries of stored records end to end, and for each entry
+    the index of its record."""
+    counts = np.array([len(b) if b else 0 for b in blobs], dtype=np.int64) // TERM_RECORD.itemsize
+    entries = np.frombuffer(b"".join(b for b in blobs if b), dtype=TERM_RECORD)
+    return entries, np.repeat(np.arange(len(blobs), dtype=np.int64), counts)
+
+
+def _lengths(entries: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """|D| per row: its token count, + 1 as FTS5 counts the scope column's token."""
+    total = np.bincount(rows, weights=entries["b"].astype(np.float64) + entries["c"],
+                        minlength=n_rows)
+    return (total + 1).astype(np.float32)
 
 
 class _Grow:
@@ -95,55 +105,83 @@ class Postings:
     length and each term's document frequency, exactly as FTS5 counts its rows.
     """
 
-    def __init__(self, entries: np.ndarray | None = None, rows: np.ndarray | None = None,
-                 n_rows: int = 0) -> None:
-        """A base over ``n_rows`` rows, every one alive: ``entries`` (:data:`TERM_RECORD`)
-        are their term records end to end, ``rows`` the row of each entry."""
-        if entries is None or rows is None:
-            entries, rows = np.zeros(0, dtype=TERM_RECORD), np.zeros(0, dtype=np.int32)
-        rows = rows.astype(np.int32, copy=False)
-        # + 1: FTS5 counts the scope column's token in |D|
-        length = np.bincount(rows, weights=entries["b"].astype(np.float64) + entries["c"],
-                             minlength=n_rows) + 1
-        order = np.argsort(entries["h"], kind="stable")  # stable: rows ascending per term
-        self._hash = entries["h"][order]  # the base: every posting, by term hash
-        self._rows = rows[order]
-        self._tf_body = entries["b"][order]
-        self._tf_context = entries["c"][order]
+    def __init__(self, hashes: np.ndarray, rows: np.ndarray, tf_body: np.ndarray,
+                 tf_context: np.ndarray, length: np.ndarray) -> None:
+        """A base of postings sorted by term hash over ``len(length)`` rows, all alive
+        (the arrays may be read-only views of stored bytes: the base is never written)."""
+        self._hash, self._rows, self._tf_body, self._tf_context = hashes, rows, tf_body, tf_context
         # the tail: postings of rows appended since, in arrival order
         self._t_hash = _Grow(np.uint64)
         self._t_rows = _Grow(np.int32)
         self._t_body = _Grow(np.uint16)
         self._t_context = _Grow(np.uint16)
         self._length = _Grow(np.float32, length)
-        self._alive = _Grow(bool, np.ones(n_rows, dtype=bool))
+        self._alive = _Grow(bool, np.ones(len(length), dtype=bool))
         self._total = float(self._length.view.sum(dtype=np.float64))
-        self._count = n_rows
+        self._count = len(length)
         self.tail_rows = 0
 
-    def append(self, row: int, record: np.ndarray) -> None:
-        """Add a document at ``row`` (the next row number)."""
-        assert row == self._length.n, "rows are appended in order"
-        length = np.float32(int(record["b"].sum(dtype=np.int64))
-                            + int(record["c"].sum(dtype=np.int64)) + 1)
-        self._length.extend(np.array([length]))
-        self._alive.extend(np.array([True]))
-        self._total += float(length)
-        self._count += 1
-        self.tail_rows += 1
-        if len(record):
-            self._t_hash.extend(record["h"])
-            self._t_rows.extend(np.full(len(record), row, dtype=np.int32))
-            self._t_body.extend(record["b"])
-            self._t_context.extend(record["c"])
+    @classmethod
+    def from_records(cls, entries: np.ndarray, rows: np.ndarray, n_rows: int) -> "Postings":
+        """A base over ``n_rows`` rows: ``entries`` (:data:`TERM_RECORD`) are their term
+        records end to end, ``rows`` the row of each entry."""
+        order = np.argsort(entries["h"], kind="stable")  # stable: rows ascending per term
+        return cls(entries["h"][order], rows[order].astype(np.int32), entries["b"][order],
+                   entries["c"][order], _lengths(entries, rows, n_rows))
 
-    def kill(self, row: int) -> None:
-        """The document at ``row`` is gone (deleted, or replaced by a newer row)."""
+    def append(self, first_row: int, entries: np.ndarray, rows: np.ndarray, n_rows: int) -> None:
+        """Add ``n_rows`` documents at rows ``first_row…`` (the next row numbers):
+        ``entries`` are their term records, ``rows`` each entry's row."""
+        assert first_row == self._length.n, "rows are appended in order"
+        length = _lengths(entries, rows - first_row, n_rows)
+        self._length.extend(length)
+        self._alive.extend(np.ones(n_rows, dtype=bool))
+        self._total += float(length.sum(dtype=np.float64))
+        self._count += n_rows
+        self.tail_rows += n_rows
+        if len(entries):
+            self._t_hash.extend(entries["h"])
+            self._t_rows.extend(rows.astype(np.int32))
+            self._t_body.extend(entries["b"])
+            self._t_context.extend(entries["c"])
+
+    def kill(self, rows: np.ndarray) -> None:
+        """The documents at ``rows`` are gone (deleted, or replaced by newer rows)."""
         alive = self._alive.view
-        if alive[row]:
-            alive[row] = False
-            self._total -= float(self._length.view[row])
-            self._count -= 1
+        rows = rows[alive[rows]]
+        alive[rows] = False
+        self._total -= float(self._length.view[rows].sum(dtype=np.float64))
+        self._count -= len(rows)
+
+    def compacted(self, keep: np.ndarray) -> "Postings":
+        """A new base holding only rows ``keep`` (alive rows), renumbered 0… in that order."""
+        new_row = np.full(self._length.n, -1, dtype=np.int64)
+        new_row[keep] = np.arange(len(keep))
+        hashes = np.concatenate([self._hash, self._t_hash.view])
+        rows = np.concatenate([self._rows, self._t_rows.view])
+        mapped = new_row[rows]
+        live = mapped >= 0
+        # the base is sorted already and the tail is short: timsort's runs make this linear
+        order = np.argsort(hashes[live], kind="stable")
+        return Postings(hashes[live][order], mapped[live][order].astype(np.int32),
+                        np.concatenate([self._tf_body, self._t_body.view])[live][order],
+                        np.concatenate([self._tf_context, self._t_context.view])[live][order],
+                        self._length.view[keep].copy())
+
+    def parts(self) -> dict[str, bytes]:
+        """The base as bytes (only for a mirror without tail or dead rows)."""
+        assert not self.tail_rows and self._count == self._length.n
+        return {"hash": self._hash.tobytes(), "rows": self._rows.tobytes(),
+                "tf_body": self._tf_body.tobytes(), "tf_context": self._tf_context.tobytes(),
+                "length": self._length.view.tobytes()}
+
+    @classmethod
+    def from_parts(cls, parts: dict[str, bytes]) -> "Postings":
+        return cls(np.frombuffer(parts["hash"], dtype=np.uint64),
+                   np.frombuffer(parts["rows"], dtype=np.int32),
+                   np.frombuffer(parts["tf_body"], dtype=np.uint16),
+                   np.frombuffer(parts["tf_context"], dtype=np.uint16),
+                   np.frombuffer(parts["length"], dtype=np.float32))
 
     @property
     def alive(self) -> np.ndarray:

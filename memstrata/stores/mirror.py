@@ -16,13 +16,14 @@ as fit; an evicted scope is rebuilt from the store when it is searched again.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from .dense import QuantizedMatrix
-from .lexical import TERM_RECORD, Postings, _Grow, decode_terms
+from .lexical import Postings, _Grow, decode_terms
 
 __all__ = ["DocRecord", "ScopeMirror", "MirrorCache"]
 
@@ -35,32 +36,60 @@ DocRecord = tuple[int, str, int, "bytes | None", "bytes | None"]
 class ScopeMirror:
     """Rows of one scope: ids, visibility, postings and int8 vectors (see the module)."""
 
-    def __init__(self, seq: int, docs: Sequence[DocRecord]) -> None:
-        """Rows for ``docs`` (in row id order), reflecting the change log up to ``seq``."""
+    def __init__(self, seq: int, rowids: np.ndarray, visible: np.ndarray, ids: list[str],
+                 lexical: Postings, dense: QuantizedMatrix | None) -> None:
+        """Rows in row id order, every one alive, reflecting the change log up to ``seq``
+        (use :meth:`build` or :meth:`from_parts`)."""
         self.seq = seq
-        n = len(docs)
-        columns = list(zip(*docs)) if n else [(), (), (), (), ()]
-        rowids, ids, visible, terms, q8s = columns
-        self._rowid = _Grow(np.int64, np.array(rowids, dtype=np.int64))
-        self._base = n  # rows [0, base) are in row id order: found by binary search
+        #: (the store's data version, its own commit count) when last brought up to date
+        self.checked: tuple[int, int] | None = None
+        self._rowid = _Grow(np.int64, rowids)
+        self._base = len(rowids)  # rows [0, base) are in row id order: found by binary search
         self._tail: dict[int, int] = {}  # row id -> row, for rows appended since
-        self._visible = _Grow(bool, np.array(visible, dtype=bool))
-        self._ids: list[str] = list(ids)
-        counts = np.array([len(t) if t else 0 for t in terms], dtype=np.int64) // TERM_RECORD.itemsize
-        self.lexical = Postings(np.frombuffer(b"".join(t for t in terms if t), dtype=TERM_RECORD),
-                                np.repeat(np.arange(n, dtype=np.int32), counts), n)
-        self.dense: QuantizedMatrix | None = None
-        sizes = Counter(len(q) for q in q8s if q)
-        if sizes:
-            size = sizes.most_common(1)[0][0]  # one embedder per store; others are ignored
-            present = np.array([q is not None and len(q) == size for q in q8s], dtype=bool)
-            records = np.frombuffer(b"".join(q for q in q8s if q is not None and len(q) == size),
-                                    dtype=np.uint8).reshape(-1, size)
-            if not present.all():
-                full = np.zeros((n, size), dtype=np.uint8)
-                full[present] = records
-                records = full
-            self.dense = QuantizedMatrix(size - 4, records)
+        self._visible = _Grow(bool, visible)
+        self._ids = ids
+        self.lexical = lexical
+        self.dense = dense
+
+    @classmethod
+    def build(cls, seq: int, docs: Sequence[DocRecord]) -> "ScopeMirror":
+        """Rows for ``docs`` (stored records in row id order)."""
+        n = len(docs)
+        rowids, ids, visible, terms, q8s = list(zip(*docs)) if n else [(), (), (), (), ()]
+        entries, rows = decode_terms(terms)
+        return cls(seq, np.array(rowids, dtype=np.int64), np.array(visible, dtype=bool),
+                   list(ids), Postings.from_records(entries, rows, n), _vectors(q8s))
+
+    def to_parts(self) -> dict[str, bytes]:
+        """The mirror as named byte strings (compact it first: no tail, no dead rows)."""
+        meta = {"seq": self.seq, "rows": self.rows,
+                "dim": self.dense.dim if self.dense is not None else 0}
+        parts = {"meta": json.dumps(meta).encode(), "rowid": self._rowid.view.tobytes(),
+                 "visible": self._visible.view.tobytes(),
+                 "ids": json.dumps(self._ids, ensure_ascii=False).encode("utf-8"),
+                 **self.lexical.parts()}
+        if self.dense is not None:
+            self.dense.grow(self.rows)
+            parts.update(self.dense.parts())
+        return parts
+
+    @classmethod
+    def from_parts(cls, parts: dict[str, bytes]) -> "ScopeMirror":
+        meta = json.loads(parts["meta"])
+        dense = QuantizedMatrix.from_parts(meta["dim"], parts) if meta["dim"] else None
+        return cls(int(meta["seq"]), np.frombuffer(parts["rowid"], dtype=np.int64),
+                   np.frombuffer(parts["visible"], dtype=bool),
+                   json.loads(parts["ids"].decode("utf-8")), Postings.from_parts(parts), dense)
+
+    def compacted(self) -> "ScopeMirror":
+        """The same documents without dead rows, in row id order, tail folded in."""
+        alive = np.flatnonzero(self.lexical.alive)
+        keep = alive[np.argsort(self._rowid.view[alive], kind="stable")]
+        dense = self.dense.compacted(keep) if self.dense is not None else None
+        if dense is not None:
+            dense.grow(len(keep))
+        return ScopeMirror(self.seq, self._rowid.view[keep].copy(), self._visible.view[keep].copy(),
+                           [self._ids[i] for i in keep], self.lexical.compacted(keep), dense)
 
     # -- rows -----------------------------------------------------------------------
     def __len__(self) -> int:
@@ -100,40 +129,37 @@ class ScopeMirror:
     def id_of(self, row: int) -> str:
         return self._ids[row]
 
-    def rowid_of(self, row: int) -> int:
-        return int(self._rowid.data[row])
-
     def apply(self, seq: int, changed: Iterable[int], docs: "dict[int, DocRecord]") -> None:
         """Apply changes up to ``seq``: every row id in ``changed`` now reads as
         ``docs[rowid]``, or is gone when it is missing there."""
-        for rowid in dict.fromkeys(changed):
-            old = self.row_of(rowid)
-            if old is not None:
-                self._kill(old)
-            doc = docs.get(rowid)
-            if doc is not None:
-                self._append(doc)
-        self.seq = max(self.seq, seq)
-
-    def _kill(self, row: int) -> None:
-        self.lexical.kill(row)
-        self._visible.data[row] = False
-        if self.dense is not None and row < len(self.dense):
-            self.dense.kill(row)
-        self._tail.pop(int(self._rowid.data[row]), None)
-
-    def _append(self, doc: DocRecord) -> None:
-        rowid, doc_id, visible, terms, q8 = doc
-        row = self._rowid.n
-        self._rowid.extend(np.array([rowid], dtype=np.int64))
-        self._visible.extend(np.array([bool(visible)]))
-        self._ids.append(doc_id)
-        self._tail[rowid] = row
-        self.lexical.append(row, decode_terms(terms))
-        if q8 is not None and self.dense is None:
-            self.dense = QuantizedMatrix(len(q8) - 4)
+        changed = list(dict.fromkeys(changed))
+        old = self.rows_of(changed)
+        self.lexical.kill(old)
+        self._visible.view[old] = False
         if self.dense is not None:
-            self.dense.append(row, q8)
+            self.dense.kill(old)
+        for rowid in changed:
+            self._tail.pop(rowid, None)
+        new = [docs[r] for r in changed if r in docs]
+        if new:
+            first = self.rows
+            rowids, ids, visible, terms, q8s = list(zip(*new))
+            self._rowid.extend(np.array(rowids, dtype=np.int64))
+            self._visible.extend(np.array(visible, dtype=bool))
+            self._ids.extend(ids)
+            self._tail.update({r: first + i for i, r in enumerate(rowids)})
+            entries, rows = decode_terms(terms)
+            self.lexical.append(first, entries, rows + first, len(new))
+            vectors = _records(q8s, self.dense.dim + 4 if self.dense is not None else None)
+            if vectors is not None:
+                present, records = vectors
+                if self.dense is None:
+                    self.dense = QuantizedMatrix(records.shape[1] - 4)
+                self.dense.grow(self.rows)
+                self.dense.set_rows(np.flatnonzero(present) + first, records[present])
+            elif self.dense is not None:
+                self.dense.grow(self.rows)
+        self.seq = max(self.seq, seq)
 
     # -- searching ------------------------------------------------------------------
     def mask(self, allowed_rowids: Iterable[int] | None) -> np.ndarray:
@@ -163,12 +189,36 @@ class ScopeMirror:
         scores = self.lexical.scores(terms, context_weight=context_weight, body_weight=body_weight)
         return [(self.id_of(r), s) for r, s in self.best(scores, mask, limit)]
 
-    def vector_candidates(self, query: np.ndarray, depth: int, mask: np.ndarray) -> list[int]:
-        """Store row ids of the rows the int8 pass ranks highest (at most ``depth``)."""
+    def vector_candidates(self, query: np.ndarray, depth: int,
+                          mask: np.ndarray) -> dict[int, str]:
+        """Store row id -> document id of the rows the int8 pass ranks highest (at most
+        ``depth``)."""
         if self.dense is None:
-            return []
+            return {}
         rows = self.dense.candidates(query, depth, mask)
-        return [int(r) for r in self._rowid.data[rows]]
+        return {int(self._rowid.data[r]): self._ids[r] for r in rows}
+
+
+def _records(q8s: Sequence[bytes | None], size: int | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(which rows have a record, an (n, size) uint8 array of them) for int8 vector
+    records of one size — the scope's, or the most common one — or None if there is none."""
+    if size is None:
+        sizes = Counter(len(q) for q in q8s if q)
+        if not sizes:
+            return None
+        size = sizes.most_common(1)[0][0]  # one embedder per store; other sizes are ignored
+    present = np.array([q is not None and len(q) == size for q in q8s], dtype=bool)
+    if not present.any():
+        return None
+    records = np.zeros((len(q8s), size), dtype=np.uint8)
+    records[present] = np.frombuffer(b"".join(q or b"" for q, p in zip(q8s, present) if p),
+                                     dtype=np.uint8).reshape(-1, size)
+    return present, records
+
+
+def _vectors(q8s: Sequence[bytes | None]) -> QuantizedMatrix | None:
+    found = _records(q8s, None)
+    return QuantizedMatrix.from_records(found[1]) if found is not None else None
 
 
 class MirrorCache:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import StoreError
 from ...types import Filters, Layer, Scope, dumps, from_timestamp
 from .. import policy
 from ..base import DocInfo, IndexDoc, iter_chunks
@@ -42,6 +43,7 @@ __all__ = ["SQLiteIndex"]
 log = logging.getLogger("memstrata")
 
 _LOGGED = "logged"  # a pending entry: (scope key, _LOGGED, first log seq this transaction wrote)
+_CHECKPOINT = "checkpoint"  # (scope key, _CHECKPOINT, scope): snapshot the scope after commit
 _RECORDS = "SELECT rowid, id, visible, terms, q8 FROM doc_records WHERE namespace=? AND user_id=?"
 
 
@@ -51,15 +53,23 @@ class SQLiteIndex(SQLiteConnection):
 
     #: log entries kept per scope; older ones are pruned, and a process that fell
     #: further behind than that rebuilds the scope's mirror
-    log_keep = 10_000
-    #: a mirror rebuilds (folds its appended rows into its sorted base) once they pass
-    #: max(fold_min, fold_ratio × rows); a sync with more changes than that reloads
-    fold_min, fold_ratio = 2048, 0.05
+    log_keep = 20_000
+    #: a mirror folds its appended rows into its sorted base once they pass
+    #: max(fold_min, fold_ratio × rows)
+    fold_min, fold_ratio = 1024, 0.05
+    #: a sync with more changes than max(fold_min, reload_ratio × rows) rebuilds instead
+    reload_ratio = 0.3
+    #: scopes with at least this many documents keep a snapshot of their mirror, written
+    #: again once max(snapshot_every, snapshot_ratio × its rows) entries were logged after it
+    snapshot_min, snapshot_every, snapshot_ratio = 2000, 4096, 0.1
+    #: snapshot blobs are split into chunks of at most this many bytes
+    chunk_bytes = 64 * 2**20
 
     def __init__(self, path: str, *, timeout: float = 30.0,
                  index_memory_mb: float = 512.0) -> None:
         super().__init__(path, timeout=timeout)
         self._mirrors = MirrorCache(int(index_memory_mb * 2**20))
+        self._commits = 0  # this connection's commits (data_version counts the others')
 
     def setup(self) -> list[str]:
         applied = super().setup()
@@ -97,10 +107,15 @@ class SQLiteIndex(SQLiteConnection):
             # one writer at a time: the entries just added are consecutive
             last = self._scalar("SELECT last_insert_rowid()")
             self._pending.append((scope.key, _LOGGED, int(last) - len(rowids) + 1))
-        logged = self._scalar("INSERT INTO index_state (namespace, user_id, generation, logged) "
-                              "VALUES (?,?,0,?) ON CONFLICT(namespace, user_id) DO UPDATE SET "
-                              "logged = logged + excluded.logged RETURNING logged",
-                              (ns, uid, len(rowids)))
+        row = self._x("INSERT INTO index_state (namespace, user_id, generation, logged, "
+                      "since_snapshot) VALUES (?,?,0,?,?) ON CONFLICT(namespace, user_id) DO UPDATE "
+                      "SET logged = logged + excluded.logged, since_snapshot = since_snapshot + "
+                      "excluded.since_snapshot RETURNING logged, since_snapshot, snapshot_rows",
+                      (ns, uid, len(rowids), len(rowids))).fetchone()
+        assert row is not None
+        logged, since, rows = row
+        if since > self._snapshot_due(rows) and rows + since >= self.snapshot_min:
+            self._pending.append((scope.key, _CHECKPOINT, scope))
         if logged > 2 * self.log_keep:
             cut = self._scalar("SELECT seq FROM index_log WHERE namespace=? AND user_id=? ORDER BY "
                                "seq DESC LIMIT 1 OFFSET ?", (ns, uid, self.log_keep))
@@ -160,6 +175,8 @@ class SQLiteIndex(SQLiteConnection):
             self._x("DELETE FROM doc_records WHERE rowid=?", (row[0],))
             self._x("DELETE FROM docs WHERE rowid=?", (row[0],))
             gone.append(int(row[0]))
+        if gone:
+            self._drop_snapshot(scope)
         self._log(scope, gone)
 
     def _delete_scope_docs(self, scope: Scope, *, semantic_only: bool) -> None:
@@ -176,7 +193,18 @@ class SQLiteIndex(SQLiteConnection):
         self._x("DELETE FROM doc_vectors WHERE namespace=? AND user_id=?", key)
         self._x("DELETE FROM doc_records WHERE namespace=? AND user_id=?", key)
         self._x("DELETE FROM docs WHERE namespace=? AND user_id=?", key)
+        self._drop_snapshot(scope)
         self._log(scope, rowids)
+
+    def _drop_snapshot(self, scope: Scope) -> None:
+        """Delete a scope's snapshot with the documents being deleted, in their
+        transaction: a forgotten document's terms and vector must not outlive it there
+        (the snapshot is written again after commit)."""
+        key = (scope.namespace, scope.user_id)
+        if self._x("DELETE FROM index_snapshots WHERE namespace=? AND user_id=?", key).rowcount:
+            self._pending.append((scope.key, _CHECKPOINT, scope))
+        self._x("UPDATE index_state SET snapshot_seq=0, snapshot_rows=0 WHERE namespace=? AND "
+                "user_id=?", key)
 
     # -- the mirrors ------------------------------------------------------------------
     def _records(self, scope: Scope, rowids: Sequence[int] | None = None) -> list[DocRecord]:
@@ -203,43 +231,139 @@ class SQLiteIndex(SQLiteConnection):
                   if p[0] == scope.key and p[1] == _LOGGED]
         return min(firsts) - 1 if firsts else None
 
+    def _snapshot_due(self, rows: int) -> int:
+        return max(self.snapshot_every, int(self.snapshot_ratio * rows))
+
     def _mirror_for(self, scope: Scope) -> ScopeMirror:
         """The scope's mirror with every committed change applied (under the lock)."""
         ns, uid = scope.namespace, scope.user_id
         horizon = self._horizon(scope)
         cap = "" if horizon is None else f" AND seq <= {int(horizon)}"
         mirror = self._mirrors.get(scope.key)
-        if mirror is not None:
-            state = self._x("SELECT floor FROM index_state WHERE namespace=? AND user_id=?",
-                            (ns, uid)).fetchone()
-            if state is not None and state[0] > mirror.seq:
-                mirror = None  # entries it still needed were pruned
-        if mirror is not None:
-            changes = self._x("SELECT seq, doc FROM index_log WHERE namespace=? AND user_id=? AND "
-                              f"seq > ?{cap} ORDER BY seq LIMIT ?",
-                              (ns, uid, mirror.seq, self._fold_at(mirror) + 1)).fetchall()
-            if changes and len(changes) + mirror.tail_rows <= self._fold_at(mirror):
-                rowids = [int(c[1]) for c in changes]
-                docs = {d[0]: d for d in self._records(scope, sorted(set(rowids)))}
-                mirror.apply(int(changes[-1][0]), rowids, docs)
+        # nothing committed anywhere since the last look: no query needed
+        version = (int(self._scalar("PRAGMA data_version")), self._commits)
+        if mirror is not None and horizon is None and mirror.checked == version:
+            return mirror
+        state = self._x("SELECT floor, snapshot_seq, since_snapshot, snapshot_rows FROM index_state "
+                        "WHERE namespace=? AND user_id=?", (ns, uid)).fetchone()
+        if mirror is not None and state is not None and state[0] > mirror.seq:
+            mirror = None  # log entries it still needed were pruned
+        if mirror is None and horizon is None:
+            mirror = self._load(scope, state)
+        if mirror is None:
+            return self._transient(scope, cap)
+        reload_at = max(self.fold_min, int(self.reload_ratio * mirror.rows))
+        changes = self._x(f"SELECT seq, doc FROM index_log WHERE namespace=? AND user_id=? AND "
+                          f"seq > ?{cap} ORDER BY seq LIMIT ?",
+                          (ns, uid, mirror.seq, reload_at + 1)).fetchall()
+        if not changes:
+            if horizon is None:
+                mirror.checked = version
+            return mirror
+        if horizon is not None:  # rows read now may hold this transaction's own writes
+            return self._transient(scope, cap)
+        if len(changes) > reload_at:
+            mirror = self._build(scope)
+        else:
+            rowids = [int(c[1]) for c in changes]
+            docs = {d[0]: d for d in self._records(scope, sorted(set(rowids)))}
+            mirror.apply(int(changes[-1][0]), rowids, docs)
+            if mirror.tail_rows > max(self.fold_min, int(self.fold_ratio * mirror.rows)):
+                mirror = mirror.compacted()
+        mirror.checked = version
+        self._mirrors.put(scope.key, mirror)
+        return mirror
+
+    def _transient(self, scope: Scope, cap: str) -> ScopeMirror:
+        """For a search inside a transaction that wrote this scope: a mirror of what
+        this connection reads now (the transaction's own rows included, which may yet
+        roll back), for this search only."""
+        seq = self._scalar(f"SELECT COALESCE(max(seq), 0) FROM index_log WHERE namespace=? AND "
+                           f"user_id=?{cap}", (scope.namespace, scope.user_id))
+        return ScopeMirror.build(int(seq), self._records(scope))
+
+    def _build(self, scope: Scope) -> ScopeMirror:
+        """A mirror from the stored records: the log position first, then the rows, so
+        that a write committed in between is applied again from the log (idempotent)."""
+        seq = self._scalar("SELECT COALESCE(max(seq), 0) FROM index_log WHERE namespace=? AND "
+                           "user_id=?", (scope.namespace, scope.user_id))
+        return ScopeMirror.build(int(seq), self._records(scope))
+
+    def _load(self, scope: Scope, state: sqlite3.Row | None) -> ScopeMirror:
+        """A scope's mirror from its snapshot when it has a usable one (the log since it
+        is applied by the caller), else built from the records — and then snapshotted
+        when the scope is large."""
+        if state is not None and state[3] and state[1] >= state[0] \
+                and state[2] <= max(self.fold_min, int(self.reload_ratio * state[3])):
+            parts = self._read_snapshot(scope)
+            if parts is not None:
+                mirror = ScopeMirror.from_parts(parts)
                 self._mirrors.put(scope.key, mirror)
                 return mirror
-            if not changes:
-                return mirror
-        # (re)build: the log position first, then the rows, so that a write committed
-        # in between is applied again from the log (applying is idempotent)
-        seq = self._scalar(f"SELECT COALESCE(max(seq), 0) FROM index_log WHERE namespace=? AND "
-                           f"user_id=?{cap}", (ns, uid))
-        if horizon is None:
-            mirror = ScopeMirror(int(seq), self._records(scope))
-            self._mirrors.put(scope.key, mirror)
-            return mirror
-        # inside a transaction that wrote this scope: a mirror for this search only (it
-        # reads the transaction's own rows, which may yet roll back)
-        return ScopeMirror(int(seq), self._records(scope))
+        mirror = self._build(scope)
+        self._mirrors.put(scope.key, mirror)
+        if mirror.rows >= self.snapshot_min and self._depth == 0:
+            self._write_snapshot(scope, mirror)
+        return mirror
 
-    def _fold_at(self, mirror: ScopeMirror) -> int:
-        return max(self.fold_min, int(self.fold_ratio * mirror.rows))
+    def _read_snapshot(self, scope: Scope) -> dict[str, bytes] | None:
+        """The snapshot's parts, read in one statement (so from one committed state)."""
+        chunks: dict[str, list[bytes]] = {}
+        for part, _, data in self._x("SELECT part, chunk, data FROM index_snapshots WHERE "
+                                     "namespace=? AND user_id=? ORDER BY part, chunk",
+                                     (scope.namespace, scope.user_id)):
+            chunks.setdefault(part, []).append(data)
+        if "meta" not in chunks:
+            return None
+        return {part: pieces[0] if len(pieces) == 1 else b"".join(pieces)
+                for part, pieces in chunks.items()}
+
+    def _write_snapshot(self, scope: Scope, mirror: ScopeMirror) -> None:
+        """Store ``mirror`` (compacted) as the scope's snapshot, in a transaction of its
+        own that does not wait for the write lock: when another writer holds it, or the
+        file is read-only, the snapshot waits for a later write."""
+        if mirror.tail_rows or len(mirror) != mirror.rows:
+            mirror = mirror.compacted()
+            self._mirrors.put(scope.key, mirror)
+        ns, uid = scope.namespace, scope.user_id
+        parts = mirror.to_parts()
+        rows = [(ns, uid, name, i, data[start:start + self.chunk_bytes])
+                for name, data in parts.items()
+                for i, start in enumerate(range(0, max(len(data), 1), self.chunk_bytes))]
+        with self._lock:
+            wait = self._scalar("PRAGMA busy_timeout")
+            self._x("PRAGMA busy_timeout=0")
+            try:
+                with self.transaction():
+                    self._x("DELETE FROM index_snapshots WHERE namespace=? AND user_id=?", (ns, uid))
+                    self._many("INSERT INTO index_snapshots (namespace, user_id, part, chunk, data) "
+                               "VALUES (?,?,?,?,?)", rows)
+                    since = self._scalar("SELECT count(*) FROM index_log WHERE namespace=? AND "
+                                         "user_id=? AND seq > ?", (ns, uid, mirror.seq))
+                    self._x("INSERT INTO index_state (namespace, user_id, generation, snapshot_seq, "
+                            "snapshot_rows, since_snapshot) VALUES (?,?,0,?,?,?) ON CONFLICT"
+                            "(namespace, user_id) DO UPDATE SET snapshot_seq=excluded.snapshot_seq, "
+                            "snapshot_rows=excluded.snapshot_rows, "
+                            "since_snapshot=excluded.since_snapshot",
+                            (ns, uid, mirror.seq, mirror.rows, since))
+            except StoreError as exc:
+                log.info("index snapshot of %r not written now (%s); a later write retries", uid, exc)
+            finally:
+                self._x(f"PRAGMA busy_timeout={int(wait)}")
+
+    def _after_commit(self) -> None:
+        """Snapshot the scopes whose log grew past their snapshot, once committed."""
+        due = {p[0]: p[2] for p in self._pending if p[1] == _CHECKPOINT}
+        self._commits += 1
+        super()._after_commit()
+        for scope in due.values():
+            assert isinstance(scope, Scope)
+            mirror = self._mirror_for(scope)
+            state = self._x("SELECT since_snapshot, snapshot_rows FROM index_state WHERE "
+                            "namespace=? AND user_id=?", (scope.namespace, scope.user_id)).fetchone()
+            stale = state is None or state[0] > self._snapshot_due(state[1]) or not state[1]
+            if stale and len(mirror) >= self.snapshot_min:
+                self._write_snapshot(scope, mirror)
 
     # -- searching --------------------------------------------------------------------
     def _allowed(self, scope: Scope, filters: Filters) -> list[int] | None:
@@ -273,23 +397,19 @@ class SQLiteIndex(SQLiteConnection):
         with self._lock:
             mirror = self._mirror_for(scope)
             mask = mirror.mask(self._allowed(scope, filters))
-            rowids = mirror.vector_candidates(query, rescore_depth(limit), mask)
-            if not rowids:
-                return []
+            candidates = mirror.vector_candidates(query, rescore_depth(limit), mask)
             # exact cosines from the float32 vectors of the candidates
-            found: list[tuple[float, int, str]] = []
-            for chunk in iter_chunks(rowids):
-                rows = self._x(f"SELECT v.rowid, d.id, v.vec FROM doc_vectors v JOIN docs d ON "
-                               f"d.rowid = v.rowid WHERE v.namespace=? AND v.user_id=? AND "
-                               f"v.rowid IN ({','.join('?' * len(chunk))})",
+            found: list[tuple[float, int]] = []
+            for chunk in iter_chunks(list(candidates)):
+                rows = self._x(f"SELECT rowid, vec FROM doc_vectors WHERE namespace=? AND user_id=? "
+                               f"AND rowid IN ({','.join('?' * len(chunk))})",
                                (scope.namespace, scope.user_id, *chunk)).fetchall()
-                if not rows:
-                    continue
-                matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-                cosines = matrix.reshape(len(rows), -1) @ query.reshape(-1)
-                found += [(-float(c), int(r[0]), r[1]) for r, c in zip(rows, cosines)]
+                if rows:
+                    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+                    cosines = matrix.reshape(len(rows), -1) @ query
+                    found += [(-float(c), int(r[0])) for r, c in zip(rows, cosines)]
             found.sort()
-            return [(doc_id, -neg) for neg, _, doc_id in found[:limit]]
+            return [(candidates[rowid], -neg) for neg, rowid in found[:limit]]
 
     def doc_info(self, scope: Scope, ids: Sequence[str]) -> dict[str, DocInfo]:
         out: dict[str, DocInfo] = {}

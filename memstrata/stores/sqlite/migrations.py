@@ -97,10 +97,11 @@ CREATE TABLE llm_usage (
 CREATE INDEX llm_usage_scope ON llm_usage (namespace, user_id, at)
 """),
     # P13: the index's change log (every index write appends the row ids it wrote, so a
-    # process applies exactly what others wrote since its last look), and per document
-    # what an in-process index loads — its term record and int8 vector — in a table of
-    # its own, so loading a user reads neither texts nor float32 vectors. The setup
-    # step fills it for documents written before this migration.
+    # process applies exactly what others wrote since its last look); per document what
+    # an in-process index loads — its term record and int8 vector — in a table of its
+    # own, so loading a user reads neither texts nor float32 vectors (the setup step
+    # fills it for documents written before); and per large scope a snapshot of the
+    # whole in-process index as a few blobs, with the log position it reflects.
     ("0009_p13_index_log", """
 CREATE TABLE doc_records (
     rowid INTEGER PRIMARY KEY, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
@@ -112,7 +113,15 @@ CREATE TABLE index_log (
     doc INTEGER NOT NULL
 );
 CREATE INDEX index_log_scope ON index_log (namespace, user_id, seq);
+CREATE TABLE index_snapshots (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, part TEXT NOT NULL, chunk INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (namespace, user_id, part, chunk)
+);
 ALTER TABLE index_state ADD COLUMN floor INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE index_state ADD COLUMN logged INTEGER NOT NULL DEFAULT 0
+ALTER TABLE index_state ADD COLUMN logged INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE index_state ADD COLUMN snapshot_seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE index_state ADD COLUMN snapshot_rows INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE index_state ADD COLUMN since_snapshot INTEGER NOT NULL DEFAULT 0
 """),
 ]
