@@ -8,12 +8,13 @@ overrides the default; keyword arguments to :class:`~memstrata.Memory` override 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["Settings", "SETTINGS", "Setting", "SCORING_PRESETS"]
+__all__ = ["Settings", "SETTINGS", "Setting", "SCORING_PRESETS", "resolve"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,32 +233,43 @@ class Settings:
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":
         """Defaults, then ``MEMSTRATA_*`` environment variables, then ``overrides``."""
-        values: dict[str, Any] = {}
-        for setting in SETTINGS:
-            raw = os.environ.get(setting.env)
-            if raw is not None:
-                try:
-                    values[setting.name] = (_flag(raw, setting.env) if setting.type is bool
-                                            else setting.type(raw))
-                except ValueError:
-                    raise ConfigError(f"{setting.env}={raw!r} is not a valid "
-                                      f"{setting.type.__name__}") from None
-        by_name = {s.name: s for s in SETTINGS}
-        for key, value in overrides.items():
-            if key not in by_name:
-                raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(by_name))}")
-            if value is not None:
-                values[key] = value
-        checked = {key: by_name[key].check(value) for key, value in values.items()}
-        return replace(cls(), **checked)
+        return replace(cls(), **resolve(SETTINGS, overrides))
 
 
-def markdown_table() -> str:
+def resolve(table: tuple[Setting, ...], overrides: Mapping[str, Any], *,
+            base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The checked values of ``table`` that differ from the defaults: ``base`` (say, a
+    config file), then ``MEMSTRATA_*`` environment variables, then ``overrides`` (None
+    values are ignored). Unknown names and bad values are ConfigErrors."""
+    by_name = {s.name: s for s in table}
+    values: dict[str, Any] = {}
+    for key, value in (base or {}).items():
+        if key not in by_name:
+            raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(by_name))}")
+        values[key] = value
+    for setting in table:
+        raw = os.environ.get(setting.env)
+        if raw is not None:
+            try:
+                values[setting.name] = (_flag(raw, setting.env) if setting.type is bool
+                                        else setting.type(raw))
+            except ValueError:
+                raise ConfigError(f"{setting.env}={raw!r} is not a valid "
+                                  f"{setting.type.__name__}") from None
+    for key, value in overrides.items():
+        if key not in by_name:
+            raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(by_name))}")
+        if value is not None:
+            values[key] = value
+    return {key: by_name[key].check(value) for key, value in values.items()}
+
+
+def markdown_table(table: tuple[Setting, ...] = SETTINGS) -> str:
     """The settings as the table in ``docs/configuration.md`` (``python -m memstrata.config``
     prints it; a test keeps the docs equal to it)."""
     rows = ["| setting | environment variable | default | allowed | meaning |",
             "|---|---|---|---|---|"]
-    for s in SETTINGS:
+    for s in table:
         allowed = s.allowed.replace("|", "\\|")
         rows.append(f"| `{s.name}` | `{s.env}` | `{s.default!r}` | {allowed} | {s.help} |")
     return "\n".join(rows)

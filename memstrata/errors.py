@@ -15,6 +15,9 @@ the problem.
     ├── ConflictError          optimistic-lock failure (someone else wrote first)
     ├── BudgetError            a token budget too small for what must be kept
     ├── JobError               a background job failed, or did not finish in time
+    ├── AuthenticationError    no API key, or one that is unknown or revoked (HTTP 401)
+    ├── PermissionDeniedError  the key's role or user may not do this (HTTP 403)
+    ├── RateLimitError         the key used up its requests for this minute (HTTP 429)
     ├── StoreError             the database failed (corrupt, read-only, unreachable)
     │   └── StoreUnavailableError   the server cannot be reached or refused the login
     └── ProviderError          an embedding or LLM endpoint failed
@@ -36,6 +39,9 @@ __all__ = [
     "ConflictError",
     "BudgetError",
     "JobError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "RateLimitError",
     "StoreError",
     "StoreUnavailableError",
     "ProviderError",
@@ -81,6 +87,24 @@ class BudgetError(MemstrataError, ValueError):
 class JobError(MemstrataError):
     """A background job failed (its error is recorded with the job in the store) or
     did not finish in time."""
+
+
+class AuthenticationError(MemstrataError):
+    """The request carries no API key, or one that is unknown or revoked."""
+
+
+class PermissionDeniedError(MemstrataError):
+    """The API key is valid but its role (or its one user) does not allow the call."""
+
+
+class RateLimitError(MemstrataError):
+    """The API key made more requests this minute than its limit allows.
+
+    ``retry_after`` is the number of seconds until the next window opens."""
+
+    def __init__(self, message: str, retry_after: float = 60.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class StoreError(MemstrataError):

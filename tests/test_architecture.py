@@ -39,6 +39,7 @@ RANKS: dict[str, float] = {
     "memstrata.user": 9,
     "memstrata.memory": 9.5,
     "memstrata": 10,  # the package's __init__: the curated public surface
+    "memstrata.server": 10.5,  # the HTTP service, MCP and the memory proxy (over Memory)
     "memstrata.bench": 11,
     "memstrata.cli": 12,
 }

@@ -32,6 +32,8 @@ LAZY_COMMANDS = {
     "maintain": "memstrata.cli.maintain:maintain",
     "export": "memstrata.cli.transfer:export",
     "restore": "memstrata.cli.transfer:restore",
+    "serve": "memstrata.cli.serve:serve",
+    "keys": "memstrata.cli.serve:keys",
 }
 
 

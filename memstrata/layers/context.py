@@ -131,6 +131,10 @@ class ContextResult:
     messages: list[dict[str, Any]]
     report: ContextReport = field(repr=False)
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: the messages and the report."""
+        return {"messages": [dict(m) for m in self.messages], "report": self.report.to_dict()}
+
 
 def find_trigger(text: str, triggers: Sequence[str] = DEFAULT_TRIGGERS) -> str | None:
     """The first trigger word in ``text`` (case-insensitive), or None (R5.5)."""

@@ -25,6 +25,8 @@ protocol           methods                                                used b
 :class:`UsageStore`   record_llm_usage, llm_usage, version_actors           metered LLM, usage report
 :class:`MetaStore`  get_meta, set_meta, profile_versions,                  profile, embedder check
                     add_profile_version
+:class:`AdminStore` put_key, get_key, list_keys, revoke_key,               the HTTP service
+                    append_audit, list_audit, hit_rate
 =================  =====================================================  ==========================
 
 :class:`Store` is all of them together: what :func:`memstrata.stores.open_store`
@@ -47,11 +49,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..types import Filters, ItemVersion, Layer, MemoryItem, Message, Scope, UsageRecord
+from ..types import Filters, ItemVersion, Layer, MemoryItem, Message, Scope, UsageRecord, parse_time
 
 __all__ = ["Store", "Lifecycle", "MessageLog", "SessionRows", "ItemStore", "JobQueue",
            "SearchIndex", "VectorCache", "UsageStore", "MetaStore", "IndexDoc", "DocInfo",
-           "SessionInfo", "SessionRecord", "Job", "ProfileVersion"]
+           "SessionInfo", "SessionRecord", "Job", "ProfileVersion", "AdminStore", "ApiKey",
+           "AuditEntry", "ROLES"]
 
 
 # ---------------------------------------------------------------- values
@@ -149,6 +152,81 @@ class ProfileVersion:
     actor: str
     reason: str
     at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"version": self.version, "data": dict(self.data), "actor": self.actor,
+                "reason": self.reason, "at": self.at.isoformat()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ProfileVersion":
+        return cls(int(data["version"]), dict(data["data"]), data["actor"], data["reason"],
+                   parse_time(data["at"], what="at"))
+
+
+#: API key roles, most powerful first: ``admin`` (keys and audit of its tenant, and
+#: everything ``app`` may), ``app`` (any user of its tenant), ``read-only`` (reads of any
+#: user of its tenant), ``end-user`` (one user id, reads and writes of that user only).
+ROLES = ("admin", "app", "read-only", "end-user")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """An API key of the HTTP service, as stored: the secret only as its SHA-256.
+
+    ``tenant`` is the namespace every request made with the key is scoped to;
+    ``user_id`` is set for (and only for) the ``end-user`` role; ``rate_limit`` is
+    requests per minute (None: the server's default, 0: unlimited)."""
+
+    id: str
+    tenant: str
+    role: str
+    name: str
+    secret_hash: str
+    created_at: datetime
+    user_id: str | None = None
+    rate_limit: int | None = None
+    created_by: str | None = None
+    revoked_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict, without the hash."""
+        return {"id": self.id, "tenant": self.tenant, "role": self.role, "name": self.name,
+                "user_id": self.user_id, "rate_limit": self.rate_limit,
+                "created_at": self.created_at.isoformat(), "created_by": self.created_by,
+                "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None}
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One mutation made through the HTTP service: who (key, role), when, what (action,
+    target, HTTP method and path), on which user, and how it ended (status). Content is
+    never recorded: forgetting a user leaves only ids here. ``seq`` is assigned by the
+    store and orders the log."""
+
+    at: datetime
+    tenant: str
+    key_id: str
+    role: str
+    action: str
+    method: str
+    path: str
+    status: int
+    user_id: str | None = None
+    target: str | None = None
+    request_id: str | None = None
+    seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"seq": self.seq, "at": self.at.isoformat(), "tenant": self.tenant,
+                "key_id": self.key_id, "role": self.role, "action": self.action,
+                "method": self.method, "path": self.path, "status": self.status,
+                "user_id": self.user_id, "target": self.target, "request_id": self.request_id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,8 +488,46 @@ class MetaStore(Protocol):
         """Append a profile version; ConflictError if that version number exists."""
 
 
+class AdminStore(Protocol):
+    """API keys, the audit log and rate-limit counters of the HTTP service (store-wide
+    tables, not per user: a key belongs to a tenant, not to a user's memory)."""
+
+    @abstractmethod
+    def put_key(self, key: ApiKey) -> None:
+        """Store a new key; ConflictError when its id is taken."""
+
+    @abstractmethod
+    def get_key(self, key_id: str) -> ApiKey | None:
+        """One key (revoked ones included), or None."""
+
+    @abstractmethod
+    def list_keys(self, tenant: str | None = None) -> list[ApiKey]:
+        """Keys oldest first, of one tenant or all, revoked ones included."""
+
+    @abstractmethod
+    def revoke_key(self, key_id: str, at: datetime) -> ApiKey:
+        """Mark a key revoked (idempotent: the first time stays); NotFoundError if unknown."""
+
+    @abstractmethod
+    def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        """Append to the audit log; returns the entry with its ``seq``."""
+
+    @abstractmethod
+    def list_audit(self, tenant: str, *, user_id: str | None = None, key_id: str | None = None,
+                   action: str | None = None, since: datetime | None = None,
+                   before_seq: int | None = None, limit: int = 100) -> list[AuditEntry]:
+        """A tenant's audit entries, newest first, narrowed by user, key, action (a prefix:
+        ``items`` matches ``items.update``), time, and ``seq < before_seq`` (pagination)."""
+
+    @abstractmethod
+    def hit_rate(self, bucket: str, window: int) -> int:
+        """Count one request in ``bucket`` (a key id) for the minute ``window`` (epoch
+        minutes), atomically; return the count so far. Older windows of the bucket are
+        dropped."""
+
+
 class Store(Lifecycle, MessageLog, SessionRows, ItemStore, JobQueue, SearchIndex, VectorCache,
-            UsageStore, MetaStore, ABC):
+            UsageStore, MetaStore, AdminStore, ABC):
     """A memstrata storage backend: every seam above. Open one with
     :func:`memstrata.stores.open_store`."""
 

@@ -176,9 +176,9 @@ class ItemWriter:
         """Revert an item's last change as a new version. Undoing its creation deletes it
         and, when it superseded another item, makes that one active again (returned)."""
         with self.store.transaction():
+            item = self.store.get_item(scope, item_id)  # NotFoundError before the history
             history = self.store.history(scope, item_id)
             last = history[-1]
-            item = self.store.get_item(scope, item_id)
             now = utcnow()
             if last.before is None:
                 restored = None

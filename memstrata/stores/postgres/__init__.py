@@ -12,13 +12,14 @@ import psycopg
 from ...types import Scope
 from ..base import Store
 from .connection import explain
+from .admin import PostgresAdmin
 from .index import PostgresIndex
 from .rows import PostgresRows
 
 __all__ = ["PostgresStore", "open_postgres"]
 
 
-class PostgresStore(PostgresRows, PostgresIndex, Store):
+class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, Store):
     """memstrata on PostgreSQL with pgvector. Open with :func:`open_postgres`."""
 
     def delete_user(self, scope: Scope, *, messages: bool = True) -> None:

@@ -107,4 +107,23 @@ CREATE TABLE llm_usage (
 );
 CREATE INDEX llm_usage_scope ON llm_usage (namespace, user_id, at)
 """),
+    ("0005_p10_service", """
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL, name TEXT NOT NULL,
+    secret_hash TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL, user_id TEXT, rate_limit INTEGER,
+    created_by TEXT, revoked_at TIMESTAMPTZ
+);
+CREATE INDEX api_keys_tenant ON api_keys (tenant, created_at);
+CREATE TABLE audit_log (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at TIMESTAMPTZ NOT NULL,
+    tenant TEXT NOT NULL, key_id TEXT NOT NULL, role TEXT NOT NULL, action TEXT NOT NULL,
+    method TEXT NOT NULL, path TEXT NOT NULL, status INTEGER NOT NULL, user_id TEXT,
+    target TEXT, request_id TEXT
+);
+CREATE INDEX audit_log_tenant ON audit_log (tenant, seq);
+CREATE TABLE rate_windows (
+    bucket TEXT NOT NULL, window_min BIGINT NOT NULL, hits INTEGER NOT NULL,
+    PRIMARY KEY (bucket, window_min)
+)
+"""),
 ]

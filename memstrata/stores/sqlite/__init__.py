@@ -14,13 +14,14 @@ from ...config import Settings
 from ...errors import StoreError
 from ...types import Scope
 from ..base import Store
+from .admin import SQLiteAdmin
 from .index import SQLiteIndex
 from .rows import SQLiteRows
 
 __all__ = ["SQLiteStore", "open_sqlite"]
 
 
-class SQLiteStore(SQLiteRows, SQLiteIndex, Store):
+class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, Store):
     """memstrata on one SQLite file or in memory. Open with :func:`open_sqlite`."""
 
     def delete_user(self, scope: Scope, *, messages: bool = True) -> None:

@@ -124,4 +124,22 @@ ALTER TABLE index_state ADD COLUMN snapshot_seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE index_state ADD COLUMN snapshot_rows INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE index_state ADD COLUMN since_snapshot INTEGER NOT NULL DEFAULT 0
 """),
+    ("0005_p10_service", """
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL, name TEXT NOT NULL,
+    secret_hash TEXT NOT NULL, created_at REAL NOT NULL, user_id TEXT, rate_limit INTEGER,
+    created_by TEXT, revoked_at REAL
+);
+CREATE INDEX api_keys_tenant ON api_keys (tenant, created_at);
+CREATE TABLE audit_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, tenant TEXT NOT NULL,
+    key_id TEXT NOT NULL, role TEXT NOT NULL, action TEXT NOT NULL, method TEXT NOT NULL,
+    path TEXT NOT NULL, status INTEGER NOT NULL, user_id TEXT, target TEXT, request_id TEXT
+);
+CREATE INDEX audit_log_tenant ON audit_log (tenant, seq);
+CREATE TABLE rate_windows (
+    bucket TEXT NOT NULL, window INTEGER NOT NULL, hits INTEGER NOT NULL,
+    PRIMARY KEY (bucket, window)
+)
+"""),
 ]

@@ -1,0 +1,131 @@
+"""The HTTP service: :func:`create_app` builds the FastAPI application.
+
+::
+
+    from memstrata import Memory
+    from memstrata.server import create_app
+
+    app = create_app(Memory("sqlite:///memstrata.db"))   # or create_app() from settings
+    # uvicorn.run(app) — or `memstrata serve`
+
+The app holds one :class:`Service`: the :class:`~memstrata.Memory` every request
+shares (its worker thread runs the background jobs unless ``worker="off"`` and a
+``memstrata worker`` process does), the key checker, the settings and the metrics.
+Routers live in :mod:`memstrata.server.routes`; more can be mounted with
+``create_app(..., routers=[...])`` (the web inspector's ``/ui`` router is one): each
+route asks for :data:`~memstrata.server.auth.CurrentPrincipal` and reaches memory only
+through :meth:`~memstrata.server.auth.Principal.user`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+
+from .. import __version__
+from ..memory import Memory
+from .errors import install as install_errors
+from .keys import Keys
+from .observe import MeteredSink, Metrics, ServiceMiddleware
+from .schemas import ErrorOut
+from .settings import ServerSettings, read_config_file
+
+__all__ = ["create_app", "Service"]
+
+log = logging.getLogger("memstrata.server")
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "The body is not JSON"},
+    401: {"model": ErrorOut, "description": "No API key, or an unknown or revoked one"},
+    403: {"model": ErrorOut, "description": "The key's role or user does not allow this"},
+    404: {"model": ErrorOut, "description": "Not found in the key's tenant"},
+    422: {"model": ErrorOut, "description": "The request is not valid; nothing was written"},
+    429: {"model": ErrorOut, "description": "Over the key's rate limit (see Retry-After)"},
+}
+
+_DESCRIPTION = """Layered long-term memory for LLM agents, over HTTP.
+
+Every request carries an API key (`Authorization: Bearer msk_…` or `X-API-Key`), made
+with `memstrata keys create`. A key belongs to one **tenant** (a namespace: it can reach
+no other tenant's data) and has one **role**: `admin` (keys and audit, and everything
+`app` may), `app` (any user of its tenant), `read-only` (reads only), `end-user` (one
+user id, reads and writes of that user only).
+
+Lists are paginated (`limit`, `offset` → `next_offset`). Item updates take `If-Match`
+with the item's `ETag` (its version): a stale one is `412`. Errors are
+`{"error": {"type", "message", "status", "request_id"}}`.
+"""
+
+
+class Service:
+    """What every request shares: memory, keys, settings, metrics and the drain flag."""
+
+    def __init__(self, memory: Memory, settings: ServerSettings, *, owns_memory: bool) -> None:
+        self.memory = memory
+        self.settings = settings
+        self.owns_memory = owns_memory
+        self.keys = Keys(memory.store)
+        self.metrics = Metrics(memory.store)
+        self.draining = False
+        if memory.llm is not None:  # LLM calls of the write path show up in /metrics
+            memory.llm.usage = MeteredSink(memory.llm.usage, self.metrics)
+
+    def shutdown(self) -> None:
+        """Stop taking work, let the job in hand finish (``drain_s``), hand the rest back
+        (pending jobs stay in the store for the next worker), close what we own."""
+        self.draining = True
+        memory = self.memory
+        pending = memory.store.list_jobs(statuses=("pending",), limit=100_000)
+        memory.worker.stop(timeout=self.settings.drain_s)
+        still = memory.store.list_jobs(statuses=("running",), limit=100_000)
+        mine = [j for j in still if j.worker == memory.worker.name]
+        log.info("shutdown: %d pending job(s) handed back to the store%s", len(pending),
+                 f"; {len(mine)} still running past drain_s (their lease lets another worker "
+                 "take them)" if mine else "")
+        if self.owns_memory:
+            memory.close()
+
+
+def create_app(memory: Memory | None = None, settings: ServerSettings | None = None, *,
+               config: str | None = None, routers: Sequence[APIRouter] = (),
+               **memory_settings: Any) -> FastAPI:
+    """The FastAPI app over ``memory`` (default: a :class:`~memstrata.Memory` built from
+    the ``[memory]`` table of ``config``, the environment and ``memory_settings``; the
+    app then closes it on shutdown). ``routers`` are mounted after the built-in ones."""
+    settings = settings or ServerSettings.load(config)
+    owns = memory is None
+    if memory is None:
+        _, from_file = read_config_file(config)
+        memory = Memory(**{**from_file, **memory_settings})
+    svc = Service(memory, settings, owns_memory=owns)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log.info("memstrata %s serving %s", __version__, svc.memory.store.url)
+        yield
+        svc.shutdown()
+
+    app = FastAPI(title="memstrata", version=__version__, description=_DESCRIPTION,
+                  lifespan=lifespan, responses=_ERRORS,
+                  openapi_tags=[{"name": "memory", "description": "One user's memory"},
+                                {"name": "items", "description": "Memory items and their versions"},
+                                {"name": "profile", "description": "The core profile"},
+                                {"name": "sessions", "description": "Sessions and raw messages"},
+                                {"name": "tenant", "description": "Users, jobs and usage of the tenant"},
+                                {"name": "admin", "description": "API keys and the audit log"},
+                                {"name": "proxy", "description": "OpenAI-compatible memory proxy"},
+                                {"name": "ops", "description": "Health, readiness, metrics"}])
+    app.state.service = svc
+    install_errors(app)
+    from .routes import admin, items, ops, users
+
+    for module in (users, items, admin, ops):
+        app.include_router(module.router)
+    for router in routers:
+        app.include_router(router)
+    app.add_middleware(ServiceMiddleware, metrics=svc.metrics, admin=svc.memory.store)
+    return app

@@ -1,0 +1,209 @@
+"""Operations: request ids, structured access logs, Prometheus metrics and the audit log.
+
+:class:`ServiceMiddleware` is a plain ASGI middleware (it must not buffer: the memory
+proxy streams). For every request it assigns a request id (or keeps a sane
+``X-Request-ID`` the caller sent), times it, logs one line, counts it in the metrics
+and — for a mutation made with a valid key — appends an :class:`AuditEntry` once the
+response has been sent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ..stores.base import AdminStore, AuditEntry, JobQueue
+from ..stores.policy import UNFINISHED
+from ..types import Scope, UsageRecord, utcnow
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope as AsgiScope, Send
+
+    from .auth import Principal
+
+__all__ = ["Metrics", "ServiceMiddleware", "MeteredSink", "JsonFormatter", "READ_POSTS"]
+
+log = logging.getLogger("memstrata.server")
+access = logging.getLogger("memstrata.access")
+
+#: POST routes that only read (the body carries a query): not audited.
+READ_POSTS = frozenset({"users.search", "users.explain", "users.context", "mcp"})
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_TARGETS = ("item_id", "session_id", "key_id")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the request's fields."""
+
+    _FIELDS = ("request_id", "method", "path", "route", "status", "duration_ms", "key_id",
+               "tenant", "user_id")
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {"at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+                               "level": record.levelname.lower(), "logger": record.name,
+                               "message": record.getMessage()}
+        out.update({k: getattr(record, k) for k in self._FIELDS if hasattr(record, k)})
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+class _JobDepth(Collector):
+    """``memstrata_jobs{status}``: the queue depth, read from the store at scrape time."""
+
+    def __init__(self, jobs: JobQueue) -> None:
+        self.jobs = jobs
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily("memstrata_jobs", "Background jobs by status (pending, running)",
+                                   labels=["status"])
+        try:
+            unfinished = self.jobs.list_jobs(statuses=UNFINISHED, limit=100_000)
+        except Exception:  # a scrape must not fail because the store is down; readyz says so
+            log.warning("metrics: could not read the job queue", exc_info=True)
+            return [family]
+        for status in UNFINISHED:
+            family.add_metric([status], sum(1 for j in unfinished if j.status == status))
+        return [family]
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return [GaugeMetricFamily("memstrata_jobs", "Background jobs by status", labels=["status"])]
+
+
+class Metrics:
+    """The service's Prometheus metrics, in a registry of its own (two apps in one
+    process do not collide)."""
+
+    def __init__(self, jobs: JobQueue) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("memstrata_http_requests", "HTTP requests",
+                                ["method", "route", "status"], registry=r)
+        self.latency = Histogram("memstrata_http_request_duration_seconds",
+                                 "HTTP request latency (until the last byte is sent)",
+                                 ["method", "route"], registry=r,
+                                 buckets=(.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.in_flight = Gauge("memstrata_http_requests_in_flight", "Requests being served",
+                               registry=r)
+        self.llm_calls = Counter("memstrata_llm_calls", "LLM calls of the write path",
+                                 ["purpose", "outcome"], registry=r)
+        self.llm_tokens = Counter("memstrata_llm_tokens", "LLM tokens of the write path",
+                                  ["purpose", "kind"], registry=r)
+        self.upstream = Counter("memstrata_proxy_upstream_requests", "Calls the memory proxy forwarded",
+                                ["status", "stream"], registry=r)
+        self.upstream_tokens = Counter("memstrata_proxy_upstream_tokens",
+                                       "Tokens the upstream reported for proxied calls", ["kind"],
+                                       registry=r)
+        r.register(_JobDepth(jobs))
+
+    def count_llm(self, record: UsageRecord) -> None:
+        outcome = "ok" if record.error is None else ("budget" if record.error == "budget" else "error")
+        self.llm_calls.labels(record.purpose, outcome).inc()
+        if record.prompt_tokens:
+            self.llm_tokens.labels(record.purpose, "prompt").inc(record.prompt_tokens)
+        if record.completion_tokens:
+            self.llm_tokens.labels(record.purpose, "completion").inc(record.completion_tokens)
+
+
+class MeteredSink:
+    """A usage sink that stores each LLM usage record and counts it in the metrics
+    (installed as :attr:`memstrata.providers.metered.MeteredLLM.usage`)."""
+
+    def __init__(self, inner: Any, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+
+    def record_llm_usage(self, scope: Scope, record: UsageRecord) -> None:
+        self.inner.record_llm_usage(scope, record)
+        self.metrics.count_llm(record)
+
+    def llm_usage(self, scope: Scope, *, since: Any = None) -> list[UsageRecord]:
+        result: list[UsageRecord] = self.inner.llm_usage(scope, since=since)
+        return result
+
+
+def _header(scope: "AsgiScope", name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class ServiceMiddleware:
+    """Request id, access log, metrics and audit for every HTTP request."""
+
+    def __init__(self, app: "ASGIApp", *, metrics: Metrics, admin: AdminStore) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.admin = admin
+
+    async def __call__(self, scope: "AsgiScope", receive: "Receive", send: "Send") -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        sent = _header(scope, b"x-request-id")
+        request_id = sent if sent and _REQUEST_ID.match(sent) else uuid.uuid4().hex
+        scope["memstrata.request_id"] = request_id
+        started = time.perf_counter()
+        status = 500
+        self.metrics.in_flight.inc()
+
+        async def send_with_id(message: "Message") -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                limit = scope.get("memstrata.rate")
+                if limit is not None:
+                    headers.append((b"x-ratelimit-limit", str(limit[0]).encode()))
+                    headers.append((b"x-ratelimit-remaining", str(max(0, limit[0] - limit[1])).encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            self.metrics.in_flight.dec()
+            elapsed = time.perf_counter() - started
+            await self._finish(scope, status, elapsed, request_id)
+
+    async def _finish(self, scope: "AsgiScope", status: int, elapsed: float, request_id: str) -> None:
+        route = scope.get("route")
+        template = getattr(route, "path", None) or "unmatched"
+        name = getattr(route, "name", None) or ""
+        method = scope["method"]
+        self.metrics.requests.labels(method, template, str(status)).inc()
+        self.metrics.latency.labels(method, template).observe(elapsed)
+        principal: Principal | None = scope.get("memstrata.principal")
+        params: Mapping[str, Any] = scope.get("path_params") or {}
+        extra = {"request_id": request_id, "method": method, "path": scope.get("path", ""),
+                 "route": template, "status": status, "duration_ms": round(elapsed * 1000, 2)}
+        if principal is not None:
+            extra.update(key_id=principal.key.id, tenant=principal.tenant)
+        if "user_id" in params:
+            extra["user_id"] = params["user_id"]
+        access.info("%s %s %d %.1fms", method, scope.get("path", ""), status, elapsed * 1000,
+                    extra=extra)
+        if principal is None or method in ("GET", "HEAD", "OPTIONS") or name in READ_POSTS:
+            return
+        target = next((str(params[k]) for k in _TARGETS if k in params), None)
+        entry = AuditEntry(utcnow(), principal.tenant, principal.key.id, principal.role,
+                           scope.get("memstrata.action") or name or template, method,
+                           scope.get("path", ""), status,
+                           user_id=str(params["user_id"]) if "user_id" in params else None,
+                           target=target, request_id=request_id)
+        try:
+            await anyio.to_thread.run_sync(self.admin.append_audit, entry)
+        except Exception:  # the response is sent; the failure must at least be loud here
+            log.exception("could not write the audit entry of request %s", request_id)

@@ -1,0 +1,32 @@
+"""Helpers every router shares: pagination, the user path parameter, dependencies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from fastapi import Depends, Path, Query
+
+from ..app import Service
+from ..auth import CurrentPrincipal, service
+
+__all__ = ["UserId", "Limit", "Offset", "Svc", "page", "CurrentPrincipal", "to_dicts"]
+
+UserId = Annotated[str, Path(description="The end user's id (within the key's tenant)",
+                             examples=["lin"])]
+Limit = Annotated[int | None, Query(ge=1, le=1000, description="Page size (default: the "
+                                                             "page_size setting)")]
+Offset = Annotated[int, Query(ge=0, le=10**12,
+                              description="Rows to skip (the previous page's next_offset)")]
+Svc = Annotated[Service, Depends(service)]
+
+
+def to_dicts(values: Sequence[Any]) -> list[dict[str, Any]]:
+    return [v.to_dict() for v in values]
+
+
+def page(rows: Sequence[Any], offset: int, limit: int) -> dict[str, Any]:
+    """A page of ``rows`` (fetched with one row more than ``limit``, to know whether
+    another page follows)."""
+    more = len(rows) > limit
+    return {"data": to_dicts(rows[:limit]), "next_offset": offset + limit if more else None}
