@@ -54,3 +54,13 @@ def test_response_models_list_every_key_of_to_dict(tmp_path):
             required = {n for n, f in model.model_fields.items() if f.is_required()}
             assert required <= set(data) <= set(model.model_fields), model.__name__
             model.model_validate(data)
+
+
+def test_the_server_settings_table_in_the_docs_is_the_generated_one():
+    from pathlib import Path
+
+    from memstrata.config import markdown_table
+    from memstrata.server.settings import SERVER_SETTINGS
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "service.md").read_text()
+    assert markdown_table(SERVER_SETTINGS) in doc

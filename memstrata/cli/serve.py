@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import socket
 import sys
 
@@ -48,17 +49,14 @@ def _logging(log_format: str, verbose: bool) -> None:
 @click.option("--worker", type=click.Choice(["thread", "off"]), default=None,
               help="Run background jobs in this process (thread, the default) or leave them to "
                    "`memstrata worker` processes (off).")
-@click.option("--upstream", default=None,
-              help="OpenAI-compatible base URL for the memory proxy at /v1/chat/completions.")
 @click.option("--rate-limit", type=int, default=None, help="Default requests per minute per key.")
 @click.option("--log-format", type=click.Choice(["json", "text"]), default=None,
               help="Log lines as JSON objects (default) or text.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at info level in text format too.")
 @handle_errors
-def serve(config_path, host, port, store, embedder, worker, upstream, rate_limit, log_format,
-          verbose) -> None:
-    """Serve memstrata over HTTP: the REST API (OpenAPI at /docs and /openapi.json), MCP
-    at /mcp, the memory proxy at /v1/chat/completions, /healthz, /readyz and /metrics.
+def serve(config_path, host, port, store, embedder, worker, rate_limit, log_format, verbose) -> None:
+    """Serve memstrata over HTTP: the REST API (OpenAPI at /docs and /openapi.json),
+    /healthz, /readyz and /metrics.
 
     Make a key first: memstrata keys create --tenant acme --role app. SIGTERM or Ctrl-C
     drains: requests in flight finish, the job in hand gets drain_s seconds, pending
@@ -69,8 +67,8 @@ def serve(config_path, host, port, store, embedder, worker, upstream, rate_limit
 
     from ..server import ServerSettings, create_app
 
-    settings = ServerSettings.load(config_path, host=host, port=port, upstream=upstream,
-                                   rate_limit=rate_limit, log_format=log_format)
+    settings = ServerSettings.load(config_path, host=host, port=port, rate_limit=rate_limit,
+                                   log_format=log_format)
     _logging(settings.log_format, verbose)
     memory_settings = {k: v for k, v in (("store", store), ("embedder", embedder),
                                          ("worker", worker)) if v is not None}
@@ -87,6 +85,10 @@ def serve(config_path, host, port, store, embedder, worker, upstream, rate_limit
     click.echo(f"memstrata: serving {app.state.service.memory.store.url} at "
                f"http://{settings.host}:{bound} (OpenAPI: /docs)", err=True)
     sys.stderr.flush()
+    # uvicorn re-raises the signal it stopped on once it is done; with these handlers in
+    # place that is a no-op, so a drained stop exits 0 (a second Ctrl-C still interrupts)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     server.run(sockets=[sock])
     click.echo("memstrata: stopped", err=True)
 
