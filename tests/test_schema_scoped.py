@@ -24,7 +24,10 @@ STORES = Path(__file__).resolve().parent.parent / "memstrata" / "stores"
 #  * meta — store settings such as the embedder the index was built with.
 #  * embedding_cache — keyed by (model, content hash): a vector depends only on the text,
 #    so users share it. On Citus these three are reference tables.
-STORE_WIDE = {"schema_migrations", "meta", "embedding_cache"}
+#  * api_keys, audit_log, rate_windows — the HTTP service's keys, audit log and rate
+#    counters: a key belongs to a tenant (a namespace), not to a user's memory, and an
+#    audit entry is about a key's request. Small, local or reference tables on Citus.
+STORE_WIDE = {"schema_migrations", "meta", "embedding_cache", "api_keys", "audit_log", "rate_windows"}
 
 # SQLite's FTS5 table carries the scope as one token column (``scope``, the hash of
 # namespace and user_id) because FTS5 tables have no typed key columns.
