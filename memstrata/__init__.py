@@ -3,6 +3,8 @@
 Start with :class:`Memory`; errors are in :mod:`memstrata.errors`.
 """
 
+from .aio import AsyncMemory, AsyncUserMemory
+from .client import Client
 from .errors import (BudgetError, ConfigError, ConflictError, JobError, MemstrataError,
                      NotFoundError, ProviderError, StoreError, ToolCallSequenceError,
                      ValidationError)
@@ -17,6 +19,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Memory",
     "UserMemory",
+    "AsyncMemory",
+    "AsyncUserMemory",
+    "Client",
     "AddResult",
     "SearchRequest",
     "ContextRequest",

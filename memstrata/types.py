@@ -478,6 +478,11 @@ class ScoreParts:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ScoreParts":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
@@ -499,6 +504,13 @@ class SearchHit:
                 "score": round(self.score, 6), "parts": self.parts.to_dict(),
                 "created_at": self.created_at.isoformat(), "session_id": self.session_id,
                 "kind": self.kind.value if self.kind else None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SearchHit":
+        """The inverse of :meth:`to_dict` (``item`` and ``message`` are not in it)."""
+        return cls(data["id"], Layer(data["layer"]), data["text"], float(data["score"]),
+                   ScoreParts.from_dict(data["parts"]), parse_time(data["created_at"]),
+                   data.get("session_id"), Kind(data["kind"]) if data.get("kind") else None)
 
 
 def dumps(value: Any) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,15 @@ class UsageReport:
                 "total": one(self.total), "skipped": dict(sorted(self.skipped.items())),
                 "writes": dict(sorted(self.writes.items())),
                 "actors": dict(sorted(self.actors.items()))}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "UsageReport":
+        """The inverse of :meth:`to_dict` (totals are recomputed from the calls)."""
+        def one(row: Mapping[str, Any]) -> UsageSummary:
+            return UsageSummary(row["calls"], row["failures"], row["prompt_tokens"],
+                                row["completion_tokens"], row["latency_s"])
+        return cls({k: one(v) for k, v in data["calls"].items()}, dict(data["skipped"]),
+                   dict(data["writes"]), dict(data["actors"]))
 
 
 def usage_report(store: UsageStore, scopes: Sequence[Scope]) -> UsageReport:

@@ -44,10 +44,21 @@ from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role
                     Status, utcnow)
 from .usage import UsageReport, usage_report
 
-__all__ = ["UserMemory", "AddResult", "Engine"]
+__all__ = ["UserMemory", "AddResult", "Engine", "SURFACE", "LOCAL_ONLY"]
 
 log = logging.getLogger("memstrata")
 _EVERY_STATUS = Filters(statuses=tuple(Status))
+
+#: The per-user methods every face of memstrata offers: :class:`~memstrata.UserMemory`,
+#: :class:`memstrata.aio.AsyncUserMemory` and the remote handle of :class:`memstrata.Client`.
+SURFACE = ("add", "messages", "sessions", "session", "remember", "get", "list", "update",
+           "history", "forget", "forget_all", "feedback", "complete", "undo", "profile",
+           "update_profile", "profile_history", "search", "explain", "archive_session",
+           "resume", "context", "jobs", "usage")
+#: Per-user methods only the in-process faces have (bulk and maintenance work).
+LOCAL_ONLY = ("import_conversation", "enqueue_extraction", "maintain", "reindex")
+
+
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,8 @@ RANKS: dict[str, float] = {
     "memstrata.requests": 8.5,
     "memstrata.user": 9,
     "memstrata.memory": 9.5,
+    "memstrata.aio": 9.7,  # AsyncMemory: the same calls in a worker thread
+    "memstrata.client": 9.7,  # Client: the same calls over HTTP
     "memstrata": 10,  # the package's __init__: the curated public surface
     "memstrata.server": 10.5,  # the HTTP service, MCP and the memory proxy (over Memory)
     "memstrata.bench": 11,

@@ -123,6 +123,15 @@ class ContextReport:
                 "dropped": [{"reason": d.reason, "sources": list(d.sources), "detail": d.detail,
                              "tokens": d.tokens} for d in self.dropped]}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ContextReport":
+        """The inverse of :meth:`to_dict` (the trimming report is not in it)."""
+        return cls(int(data["budget"]), int(data["tokens"]), dict(data["layers"]),
+                   dict(data["quota_tokens"]), data["recall"], data.get("trigger"),
+                   tuple(data["kept_ids"]),
+                   tuple(Dropped(d["reason"], tuple(d["sources"]), d["detail"], int(d.get("tokens", 0)))
+                         for d in data["dropped"]))
+
 
 @dataclass(frozen=True, slots=True)
 class ContextResult:
@@ -134,6 +143,10 @@ class ContextResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: the messages and the report."""
         return {"messages": [dict(m) for m in self.messages], "report": self.report.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ContextResult":
+        return cls([dict(m) for m in data["messages"]], ContextReport.from_dict(data["report"]))
 
 
 def find_trigger(text: str, triggers: Sequence[str] = DEFAULT_TRIGGERS) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -52,6 +52,13 @@ class SearchResult:
         return {"hits": [h.to_dict() for h in self.hits], "query_tokens": self.query_tokens,
                 "lexical_candidates": self.lexical_candidates,
                 "dense_candidates": self.dense_candidates}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SearchResult":
+        return cls([SearchHit.from_dict(h) for h in data["hits"]],
+                   [(str(i), float(x)) for i, x in data.get("lexical_candidates", ())],
+                   [(str(i), float(x)) for i, x in data.get("dense_candidates", ())],
+                   data.get("query_tokens", ""))
 
 
 def _best_first(scores: dict[str, float]) -> list[Candidate]:

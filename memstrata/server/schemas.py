@@ -342,6 +342,7 @@ class AddIn(_In):
         examples=[[{"role": "user", "content": "I switched our routing service from Java to Go."},
                    {"role": "assistant", "content": "How did the migration go?"}]])
     session_id: str = "default"
+    index: bool = Field(True, description="Index the turns for search now")
     extract: bool | None = Field(None, description="Queue L3 extraction (default: the "
                                                    "extraction setting)")
 

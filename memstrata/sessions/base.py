@@ -17,12 +17,12 @@ reloads and retries. A session never written has version 0.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..types import Message, Scope, StructuredSummary
+from ..types import Message, Scope, StructuredSummary, parse_time
 
 __all__ = ["SessionState", "SessionStore", "STATUSES", "DEFAULT_WINDOW_MESSAGES"]
 
@@ -65,6 +65,16 @@ class SessionState:
                 "message_range_end": self.message_range_end,
                 "created_at": self.created_at.isoformat() if self.created_at else None,
                 "active_at": self.active_at.isoformat() if self.active_at else None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SessionState":
+        """The inverse of :meth:`to_dict`."""
+        when = {k: parse_time(data[k]) if data.get(k) else None for k in ("created_at", "active_at")}
+        return cls(Scope(data["user_id"], data["namespace"]), data["session_id"], int(data["version"]),
+                   data["status"], int(data["message_count"]),
+                   tuple(Message.from_dict(m) for m in data["recent"]),
+                   StructuredSummary.from_dict(data["summary"]) if data.get("summary") else None,
+                   int(data["message_range_end"]), when["created_at"], when["active_at"])
 
 
 class SessionStore(ABC):

@@ -142,6 +142,14 @@ class Job:
                 "lease_until": self.lease_until.isoformat() if self.lease_until else None,
                 "last_error": self.last_error}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Job":
+        return cls(data["id"], data["namespace"], data["user_id"], data["kind"], dict(data["payload"]),
+                   data["status"], int(data["attempts"]), parse_time(data["created_at"]),
+                   parse_time(data["updated_at"]), data.get("worker"),
+                   parse_time(data["lease_until"]) if data.get("lease_until") else None,
+                   data.get("last_error"))
+
 
 @dataclass(frozen=True, slots=True)
 class ProfileVersion:
@@ -254,6 +262,14 @@ class SessionRecord:
                 "updated_at": self.updated_at.isoformat(), "status": self.status,
                 "version": self.version, "message_count": self.message_count,
                 "message_range_end": self.message_range_end, "metadata": dict(self.metadata)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SessionRecord":
+        """The inverse of :meth:`to_dict` (which leaves out the summary and next_seq)."""
+        return cls(data["session_id"], parse_time(data["created_at"]), parse_time(data["updated_at"]),
+                   data["status"], int(data["version"]), int(data["message_count"]),
+                   message_range_end=int(data["message_range_end"]),
+                   metadata=dict(data.get("metadata") or {}))
 
 
 #: What :meth:`memstrata.Memory.sessions` returns: the session rows.

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from ...errors import ConflictError
 from ...sessions.base import SessionState, SessionStore
@@ -52,6 +53,12 @@ class Resume:
         return {"session_id": self.session_id,
                 "summary": self.summary.to_dict() if self.summary else None,
                 "open_todos": list(self.open_todos)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Resume":
+        return cls(data.get("session_id"),
+                   StructuredSummary.from_dict(data["summary"]) if data.get("summary") else None,
+                   tuple(data.get("open_todos") or ()))
 
 
 class SessionManager:

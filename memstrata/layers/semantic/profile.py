@@ -8,9 +8,10 @@ answer in — nothing else — and renders as a short block in Chinese or Englis
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from memstrata.text import detect_language
 from memstrata.types import Kind, MemoryItem, Status
@@ -43,6 +44,12 @@ class Profile:
         return {"name": self.name, "role": self.role, "goals": list(self.goals),
                 "current": list(self.current), "preferences": list(self.preferences),
                 "language": self.language, "sources": list(self.sources)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Profile":
+        return cls(data.get("name"), data.get("role"), tuple(data.get("goals") or ()),
+                   tuple(data.get("current") or ()), tuple(data.get("preferences") or ()),
+                   data.get("language"), tuple(data.get("sources") or ()))
 
 
 _ROLE_ATTRS = ("job", "employer")

@@ -24,7 +24,7 @@ def add_messages(user_id: UserId, body: s.AddIn, who: CurrentPrincipal, svc: Svc
     """Stores OpenAI-format messages in the session's log and indexes them; an
     extraction job runs in the background (see the jobs endpoint)."""
     result = who.user(svc, user_id, write=True).add(body.messages, body.session_id,
-                                                    extract=body.extract)
+                                                    index=body.index, extract=body.extract)
     return {"session_id": result.session_id, "messages": to_dicts(result.messages)}
 
 
