@@ -34,6 +34,7 @@ LAZY_COMMANDS = {
     "restore": "memstrata.cli.transfer:restore",
     "serve": "memstrata.cli.serve:serve",
     "keys": "memstrata.cli.serve:keys",
+    "mcp": "memstrata.cli.serve:mcp",
 }
 
 

@@ -12,7 +12,7 @@ import click
 
 from .main_helpers import handle_errors
 
-__all__ = ["serve", "keys"]
+__all__ = ["serve", "keys", "mcp"]
 
 _STORE = "Storage URL (default: the config file, $MEMSTRATA_STORE or sqlite:///memstrata.db)."
 
@@ -55,8 +55,8 @@ def _logging(log_format: str, verbose: bool) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Log at info level in text format too.")
 @handle_errors
 def serve(config_path, host, port, store, embedder, worker, rate_limit, log_format, verbose) -> None:
-    """Serve memstrata over HTTP: the REST API (OpenAPI at /docs and /openapi.json),
-    /healthz, /readyz and /metrics.
+    """Serve memstrata over HTTP: the REST API (OpenAPI at /docs and /openapi.json), MCP
+    at /mcp, /healthz, /readyz and /metrics.
 
     Make a key first: memstrata keys create --tenant acme --role app. SIGTERM or Ctrl-C
     drains: requests in flight finish, the job in hand gets drain_s seconds, pending
@@ -160,3 +160,26 @@ def revoke(store, key_id) -> None:
     with opened:
         manager.revoke(key_id)
     click.echo(f"revoked {key_id}")
+
+
+@click.command("mcp")
+@click.option("--store", default=None, help=_STORE)
+@click.option("--embedder", default=None, help="Embedding provider (default: local:e5-small).")
+@click.option("--user", "user_id", required=True, help="The user whose memory the tools act on.")
+@click.option("--agent", "agent_id", default=None, help="Agent/app namespace.")
+@handle_errors
+def mcp(store, embedder, user_id, agent_id) -> None:
+    """Serve one user's memory to an MCP client over stdio (the command an assistant
+    client such as Claude Desktop or Cursor launches; see docs/service.md). Tools:
+    remember, search, get_context, forget, list_memories, get_profile, update_profile;
+    resource memstrata://profile."""
+    try:
+        from ..server.mcp import build_mcp, local_resolver
+    except ImportError as exc:
+        raise click.ClickException(f"MCP needs the mcp package ({exc.name} is missing): "
+                                   "pip install 'memstrata[server]'") from exc
+    from ..memory import Memory
+
+    logging.getLogger("memstrata").setLevel(logging.WARNING)  # stdout is the protocol
+    with Memory(store, embedder=embedder) as memory:
+        build_mcp(local_resolver(memory.user(user_id, agent=agent_id))).run("stdio")

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
+from starlette.routing import Route
 
 from .. import __version__
 from ..memory import Memory
@@ -33,6 +34,9 @@ from .keys import Keys
 from .observe import MeteredSink, Metrics, ServiceMiddleware
 from .schemas import ErrorOut
 from .settings import ServerSettings, read_config_file
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 __all__ = ["create_app", "Service"]
 
@@ -90,6 +94,21 @@ class Service:
             memory.close()
 
 
+def _mcp(svc: Service) -> "MCPServer":
+    from .mcp import build_mcp, service_auditor, service_resolver
+
+    server = build_mcp(service_resolver(svc), audit=service_auditor(svc))
+    # stateless: any server process can answer any call; the app checks the key first.
+    # Host checks are the deployment's (a reverse proxy): the SDK's localhost-only default
+    # would refuse every other Host header.
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    server.streamable_http_app(stateless_http=True, json_response=True,
+                               transport_security=TransportSecuritySettings(
+                                   enable_dns_rebinding_protection=False))
+    return server
+
+
 def create_app(memory: Memory | None = None, settings: ServerSettings | None = None, *,
                config: str | None = None, routers: Sequence[APIRouter] = (),
                **memory_settings: Any) -> FastAPI:
@@ -103,10 +122,15 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
         memory = Memory(**{**from_file, **memory_settings})
     svc = Service(memory, settings, owns_memory=owns)
 
+    mcp_server = _mcp(svc) if settings.mcp else None
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info("memstrata %s serving %s", __version__, svc.memory.store.url)
-        yield
+        async with AsyncExitStack() as stack:
+            if mcp_server is not None:  # the SDK's session manager runs with the app
+                await stack.enter_async_context(mcp_server.session_manager.run())
+            yield
         svc.shutdown()
 
     app = FastAPI(title="memstrata", version=__version__, description=_DESCRIPTION,
@@ -127,5 +151,10 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
         app.include_router(module.router)
     for router in routers:
         app.include_router(router)
+    if mcp_server is not None:
+        from .mcp import McpEndpoint
+
+        app.router.routes.append(Route("/mcp", McpEndpoint(svc, mcp_server), name="mcp",
+                                       methods=["GET", "POST", "DELETE"]))
     app.add_middleware(ServiceMiddleware, metrics=svc.metrics, admin=svc.memory.store)
     return app

@@ -35,6 +35,7 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
     Setting("rate_limit", 600, int,
             "Requests per minute per API key unless the key sets its own (0 = unlimited)", low=0),
     Setting("page_size", 100, int, "Default page size of list endpoints", low=1, high=1000),
+    Setting("mcp", True, bool, "Serve MCP (streamable HTTP) at /mcp"),
     Setting("log_format", "json", str, "Access and error logs: json (one object a line) or text",
             choices=("json", "text")),
     Setting("drain_s", 10.0, float,
@@ -51,6 +52,7 @@ class ServerSettings:
     port: int = 8000
     rate_limit: int = 600
     page_size: int = 100
+    mcp: bool = True
     log_format: str = "json"
     drain_s: float = 10.0
 

@@ -1,0 +1,209 @@
+"""The MCP server (official ``mcp`` SDK): memstrata's memory as tools and a resource for
+assistant clients, over stdio (``memstrata mcp``) or streamable HTTP (``/mcp`` of
+``memstrata serve``).
+
+Tools: ``remember``, ``search``, ``get_context``, ``forget``, ``list_memories``,
+``get_profile``, ``update_profile``; resource: ``memstrata://profile``. The tools take
+no user id: over stdio the process serves the one user named by ``--user``; over HTTP
+the API key decides — an end-user key is its user, any other key names the user in the
+``X-Memstrata-User`` header — and the key's role and tenant apply as on every REST call
+(mutations are audited).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from .. import __version__
+from ..errors import MemstrataError, ValidationError
+from ..stores.base import AuditEntry
+from ..types import utcnow
+from ..user import UserMemory
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+    from .app import Service
+    from .auth import Principal
+
+__all__ = ["build_mcp", "McpEndpoint", "TOOLS", "USER_HEADER"]
+
+#: The tools every memstrata MCP server lists.
+TOOLS = ("remember", "search", "get_context", "forget", "list_memories", "get_profile",
+         "update_profile")
+#: The header naming the end user on an MCP-over-HTTP call made with a non-end-user key.
+USER_HEADER = "x-memstrata-user"
+
+#: ``resolve(ctx, write)`` -> the user's handle and, over HTTP, the calling key.
+Resolver = Callable[[Context | None, bool], "tuple[UserMemory, Principal | None]"]
+_REQUEST: ContextVar[Any] = ContextVar("memstrata_mcp_request", default=None)
+Auditor = Callable[["Principal", str, UserMemory, str | None], Awaitable[None]]
+
+_INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call get_context (or "
+                 "search) before answering questions about the user's past, preferences or "
+                 "plans; call remember when the user states something worth keeping; forget "
+                 "when asked to. 用户的长期记忆：回答前先检索，值得记住的就记下。")
+
+
+def build_mcp(resolve: Resolver, *, audit: Auditor | None = None) -> MCPServer:
+    """An MCP server whose tools act on the handle ``resolve`` returns for each call."""
+    server: MCPServer = MCPServer("memstrata", version=__version__, instructions=_INSTRUCTIONS)
+
+    async def call(ctx: Context | None, write: bool, action: str, fn: Callable[[UserMemory], Any],
+                   target: Callable[[Any], str | None] | None = None) -> Any:
+        try:
+            handle, who = resolve(ctx, write)
+            result = await anyio.to_thread.run_sync(fn, handle)
+        except MemstrataError as exc:  # the client sees what to fix, as REST callers do
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        if write and who is not None and audit is not None:
+            await audit(who, f"mcp.{action}", handle, target(result) if target else None)
+        return result
+
+    @server.tool(description="Store a memory about the user (a fact, preference, instruction, "
+                             "todo or event), as version 1.")
+    async def remember(content: str, ctx: Context,
+                       kind: Literal["fact", "preference", "instruction", "todo", "event"] = "fact",
+                       tags: list[str] | None = None) -> dict[str, Any]:
+        item = await call(ctx, True, "remember",
+                          lambda h: h.remember(content, kind=kind, tags=tags or (), actor="mcp"),
+                          lambda i: i.id)
+        return dict(item.to_dict())
+
+    @server.tool(description="Hybrid (vector + BM25, Chinese and English) search over the "
+                             "user's past turns and memories; best first, with scores.")
+    async def search(query: str, ctx: Context, k: int = 5) -> list[dict[str, Any]]:
+        hits = await call(ctx, False, "search", lambda h: h.search(query, k=k))
+        return [h.to_dict() for h in hits]
+
+    @server.tool(description="The messages to send next: the user's core profile, the "
+                             "session summary and recalled memories, then the recent turns, "
+                             "trimmed to a token budget.")
+    async def get_context(ctx: Context, query: str | None = None,
+                          messages: list[dict[str, Any]] | None = None, budget: int = 2000,
+                          session_id: str = "default") -> dict[str, Any]:
+        sent = messages if messages is not None else (
+            [{"role": "user", "content": query}] if query else None)
+        result = await call(ctx, False, "context",
+                            lambda h: h.context(session_id, sent, budget=budget, query=query,
+                                                recall="deep" if query else "auto"))
+        return dict(result.to_dict())
+
+    @server.tool(description="Forget a memory for real (its versions, index entry and vector).")
+    async def forget(item_id: str, ctx: Context) -> dict[str, Any]:
+        await call(ctx, True, "forget", lambda h: h.forget(item_id), lambda _: item_id)
+        return {"forgotten": item_id}
+
+    @server.tool(description="List the user's memories, newest first.")
+    async def list_memories(ctx: Context,
+                            kind: Literal["fact", "preference", "instruction", "todo", "event"] | None = None,
+                            limit: int = 20) -> list[dict[str, Any]]:
+        items = await call(ctx, False, "list",
+                           lambda h: h.list(filters={"kind": kind} if kind else None, limit=limit))
+        return [i.to_dict() for i in items]
+
+    @server.tool(description="The user's core profile: name, role, goals, current matters, "
+                             "preferences, language.")
+    async def get_profile(ctx: Context) -> dict[str, Any]:
+        profile = await call(ctx, False, "profile", lambda h: h.profile())
+        return dict(profile.to_dict())
+
+    @server.tool(description="Edit profile fields (a new version; a manual edit beats "
+                             "aggregation). Omitted fields stay as they are.")
+    async def update_profile(ctx: Context, name: str | None = None, role: str | None = None,
+                             goals: list[str] | None = None, current: list[str] | None = None,
+                             preferences: list[str] | None = None,
+                             language: str | None = None) -> dict[str, Any]:
+        fields = {k: v for k, v in (("name", name), ("role", role), ("goals", goals),
+                                    ("current", current), ("preferences", preferences),
+                                    ("language", language)) if v is not None}
+        if not fields:
+            raise ValidationError("name at least one profile field to change")
+        profile = await call(ctx, True, "update_profile",
+                             lambda h: h.update_profile(actor="mcp", **fields))
+        return dict(profile.to_dict())
+
+    @server.resource("memstrata://profile", name="profile", mime_type="application/json",
+                     description="The user's core profile (JSON)")
+    async def profile_resource() -> str:
+        # the SDK gives static resources no Context: the resolver falls back to the
+        # request McpEndpoint recorded for this call
+        profile = await call(None, False, "profile", lambda h: h.profile())
+        return json.dumps(profile.to_dict(), ensure_ascii=False)
+
+    return server
+
+
+def local_resolver(handle: UserMemory) -> Resolver:
+    """One fixed user (``memstrata mcp --user``)."""
+    return lambda ctx, write: (handle, None)
+
+
+def service_resolver(service: "Service") -> Resolver:
+    """The user of an MCP-over-HTTP call: from the calling key (authenticated by
+    :class:`McpEndpoint`) and, for non-end-user keys, the ``X-Memstrata-User`` header."""
+
+    def resolve(ctx: Context | None, write: bool) -> "tuple[UserMemory, Principal | None]":
+        request = ctx.request_context.request if ctx is not None else _REQUEST.get()
+        who: Principal | None = request.scope.get("memstrata.principal") if request is not None else None
+        if request is None or who is None:
+            raise MemstrataError("MCP call without an authenticated key")
+        user_id = who.key.user_id if who.role == "end-user" else request.headers.get(USER_HEADER)
+        if not user_id:
+            raise ValidationError(f"name the user in the {USER_HEADER} header (or use an "
+                                  "end-user key)")
+        return who.user(service, user_id, write=write), who
+
+    return resolve
+
+
+def service_auditor(service: "Service") -> Auditor:
+    async def audit(who: "Principal", action: str, handle: UserMemory, target: str | None) -> None:
+        entry = AuditEntry(utcnow(), who.tenant, who.key.id, who.role, action, "POST", "/mcp", 200,
+                           user_id=handle.user_id, target=target)
+        await anyio.to_thread.run_sync(service.memory.store.append_audit, entry)
+
+    return audit
+
+
+class McpEndpoint:
+    """``/mcp``: checks the API key (401 with the service's error body otherwise), then
+    hands the request to the SDK's streamable-HTTP session manager (stateless, so any
+    server process can answer any call)."""
+
+    def __init__(self, service: "Service", server: MCPServer) -> None:
+        self.service = service
+        self.server = server
+
+    async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+
+        from .auth import principal
+        from .errors import error_body, status_of
+
+        request = Request(scope, receive)
+        auth = request.headers.get("authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        try:
+            await anyio.to_thread.run_sync(lambda: principal(request, None, token or request.headers.get(
+                "x-api-key")))
+        except MemstrataError as exc:
+            status = status_of(exc)
+            await JSONResponse(error_body(status, type(exc).__name__, str(exc),
+                                          scope.get("memstrata.request_id")), status_code=status,
+                               headers={"WWW-Authenticate": "Bearer"} if status == 401 else None,
+                               )(scope, receive, send)
+            return
+        token_var = _REQUEST.set(request)
+        try:
+            await self.server.session_manager.asgi_app(scope, receive, send)
+        finally:
+            _REQUEST.reset(token_var)
