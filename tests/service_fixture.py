@@ -17,7 +17,34 @@ import uvicorn
 
 from memstrata.server import ServerSettings, create_app
 
-__all__ = ["LiveServer"]
+__all__ = ["LiveServer", "serve_asgi"]
+
+
+class serve_asgi:  # noqa: N801  (a context manager, used like a function)
+    """Any ASGI app on a free loopback port in a thread: ``with serve_asgi(app) as url:``."""
+
+    def __init__(self, app: Any) -> None:
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
+                                        daemon=True)
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        return self.url
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(20)
+        self._sock.close()
 
 
 class LiveServer:

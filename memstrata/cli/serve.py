@@ -49,14 +49,18 @@ def _logging(log_format: str, verbose: bool) -> None:
 @click.option("--worker", type=click.Choice(["thread", "off"]), default=None,
               help="Run background jobs in this process (thread, the default) or leave them to "
                    "`memstrata worker` processes (off).")
+@click.option("--upstream", default=None,
+              help="OpenAI-compatible base URL for the memory proxy at /v1/chat/completions.")
 @click.option("--rate-limit", type=int, default=None, help="Default requests per minute per key.")
 @click.option("--log-format", type=click.Choice(["json", "text"]), default=None,
               help="Log lines as JSON objects (default) or text.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at info level in text format too.")
 @handle_errors
-def serve(config_path, host, port, store, embedder, worker, rate_limit, log_format, verbose) -> None:
+def serve(config_path, host, port, store, embedder, worker, upstream, rate_limit, log_format,
+          verbose) -> None:
     """Serve memstrata over HTTP: the REST API (OpenAPI at /docs and /openapi.json), MCP
-    at /mcp, /healthz, /readyz and /metrics.
+    at /mcp, the memory proxy at /v1/chat/completions (with --upstream), /healthz,
+    /readyz and /metrics.
 
     Make a key first: memstrata keys create --tenant acme --role app. SIGTERM or Ctrl-C
     drains: requests in flight finish, the job in hand gets drain_s seconds, pending
@@ -67,8 +71,8 @@ def serve(config_path, host, port, store, embedder, worker, rate_limit, log_form
 
     from ..server import ServerSettings, create_app
 
-    settings = ServerSettings.load(config_path, host=host, port=port, rate_limit=rate_limit,
-                                   log_format=log_format)
+    settings = ServerSettings.load(config_path, host=host, port=port, upstream=upstream,
+                                   rate_limit=rate_limit, log_format=log_format)
     _logging(settings.log_format, verbose)
     memory_settings = {k: v for k, v in (("store", store), ("embedder", embedder),
                                          ("worker", worker)) if v is not None}
@@ -79,6 +83,7 @@ def serve(config_path, host, port, store, embedder, worker, rate_limit, log_form
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((settings.host, settings.port))
     bound = sock.getsockname()[1]
+    sock.listen(2048)  # callers that read the line below may connect at once: they queue
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=max(1, int(settings.drain_s)),
                                            lifespan="on"))

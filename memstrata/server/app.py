@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from fastapi import APIRouter, FastAPI
 from starlette.routing import Route
 
@@ -75,8 +76,26 @@ class Service:
         self.keys = Keys(memory.store)
         self.metrics = Metrics(memory.store)
         self.draining = False
+        self._upstream: httpx.AsyncClient | None = None
         if memory.llm is not None:  # LLM calls of the write path show up in /metrics
             memory.llm.usage = MeteredSink(memory.llm.usage, self.metrics)
+
+    def upstream_client(self) -> httpx.AsyncClient:
+        """The memory proxy's connection pool to the upstream (made on first use)."""
+        if self._upstream is None:
+            self._upstream = httpx.AsyncClient(timeout=self.settings.upstream_timeout_s)
+        return self._upstream
+
+    def count_upstream_usage(self, usage: Any) -> None:
+        """Tokens the upstream reported for a proxied call, into the metrics."""
+        if isinstance(usage, dict):
+            for kind in ("prompt_tokens", "completion_tokens"):
+                if isinstance(usage.get(kind), int):
+                    self.metrics.upstream_tokens.labels(kind.removesuffix("_tokens")).inc(usage[kind])
+
+    async def aclose(self) -> None:
+        if self._upstream is not None:
+            await self._upstream.aclose()
 
     def shutdown(self) -> None:
         """Stop taking work, let the job in hand finish (``drain_s``), hand the rest back
@@ -131,6 +150,7 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
             if mcp_server is not None:  # the SDK's session manager runs with the app
                 await stack.enter_async_context(mcp_server.session_manager.run())
             yield
+        await svc.aclose()
         svc.shutdown()
 
     app = FastAPI(title="memstrata", version=__version__, description=_DESCRIPTION,
@@ -149,6 +169,10 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
 
     for module in (users, items, admin, ops):
         app.include_router(module.router)
+    if settings.upstream:
+        from .proxy import router as proxy
+
+        app.include_router(proxy)
     for router in routers:
         app.include_router(router)
     if mcp_server is not None:

@@ -162,6 +162,8 @@ class ServiceMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                # audited before the caller sees the answer, so it can read its own entry
+                await self._audit(scope, status, request_id)
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
                 limit = scope.get("memstrata.rate")
@@ -181,7 +183,7 @@ class ServiceMiddleware:
     async def _finish(self, scope: "AsgiScope", status: int, elapsed: float, request_id: str) -> None:
         route = scope.get("route")
         template = getattr(route, "path", None) or "unmatched"
-        name = getattr(route, "name", None) or ""
+        getattr(route, "name", None) or ""
         method = scope["method"]
         self.metrics.requests.labels(method, template, str(status)).inc()
         self.metrics.latency.labels(method, template).observe(elapsed)
@@ -195,15 +197,23 @@ class ServiceMiddleware:
             extra["user_id"] = params["user_id"]
         access.info("%s %s %d %.1fms", method, scope.get("path", ""), status, elapsed * 1000,
                     extra=extra)
+
+    async def _audit(self, scope: "AsgiScope", status: int, request_id: str) -> None:
+        route = scope.get("route")
+        name = getattr(route, "name", None) or ""
+        method = scope["method"]
+        principal: Principal | None = scope.get("memstrata.principal")
+        params: Mapping[str, Any] = scope.get("path_params") or {}
         if principal is None or method in ("GET", "HEAD", "OPTIONS") or name in READ_POSTS:
             return
         target = next((str(params[k]) for k in _TARGETS if k in params), None)
         entry = AuditEntry(utcnow(), principal.tenant, principal.key.id, principal.role,
-                           scope.get("memstrata.action") or name or template, method,
+                           scope.get("memstrata.action") or name, method,
                            scope.get("path", ""), status,
-                           user_id=str(params["user_id"]) if "user_id" in params else None,
+                           user_id=str(params["user_id"]) if "user_id" in params
+                           else scope.get("memstrata.user"),
                            target=target, request_id=request_id)
         try:
             await anyio.to_thread.run_sync(self.admin.append_audit, entry)
-        except Exception:  # the response is sent; the failure must at least be loud here
+        except Exception:  # the mutation is done; a failed audit write must at least be loud
             log.exception("could not write the audit entry of request %s", request_id)

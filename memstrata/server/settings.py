@@ -8,6 +8,7 @@ settings of :class:`memstrata.Memory`, see ``docs/configuration.md``)::
     [server]
     port = 8000
     rate_limit = 600
+    upstream = "http://127.0.0.1:8080/v1"
 
     [memory]
     store = "postgresql://memstrata@db/memstrata"
@@ -36,6 +37,16 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
             "Requests per minute per API key unless the key sets its own (0 = unlimited)", low=0),
     Setting("page_size", 100, int, "Default page size of list endpoints", low=1, high=1000),
     Setting("mcp", True, bool, "Serve MCP (streamable HTTP) at /mcp"),
+    Setting("upstream", "", str,
+            "OpenAI-compatible base URL the memory proxy forwards /v1/chat/completions to "
+            "(e.g. http://127.0.0.1:8080/v1); empty = no proxy"),
+    Setting("upstream_key", "", str, "API key sent to the upstream (empty: the caller's "
+            "X-Upstream-Authorization header, or none)"),
+    Setting("upstream_timeout_s", 120.0, float, "Seconds the proxy waits for the upstream",
+            low=0.001),
+    Setting("proxy_budget", 2000, int, "Token budget of the context the proxy builds", low=1),
+    Setting("proxy_user_header", "X-Memstrata-User", str,
+            "Header naming the end user of a proxied call (else the body's `user` field)"),
     Setting("log_format", "json", str, "Access and error logs: json (one object a line) or text",
             choices=("json", "text")),
     Setting("drain_s", 10.0, float,
@@ -53,6 +64,11 @@ class ServerSettings:
     rate_limit: int = 600
     page_size: int = 100
     mcp: bool = True
+    upstream: str = ""
+    upstream_key: str = ""
+    upstream_timeout_s: float = 120.0
+    proxy_budget: int = 2000
+    proxy_user_header: str = "X-Memstrata-User"
     log_format: str = "json"
     drain_s: float = 10.0
 
