@@ -20,7 +20,7 @@ from memstrata.server import ServerSettings, create_app
 __all__ = ["LiveServer", "serve_asgi"]
 
 
-class serve_asgi:  # noqa: N801  (a context manager, used like a function)
+class serve_asgi:
     """Any ASGI app on a free loopback port in a thread: ``with serve_asgi(app) as url:``."""
 
     def __init__(self, app: Any) -> None:
