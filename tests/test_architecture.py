@@ -41,7 +41,8 @@ RANKS: dict[str, float] = {
     "memstrata.aio": 9.7,  # AsyncMemory: the same calls in a worker thread
     "memstrata.client": 9.7,  # Client: the same calls over HTTP
     "memstrata": 10,  # the package's __init__: the curated public surface
-    "memstrata.server": 10.5,  # the HTTP service, MCP and the memory proxy (over Memory)
+    "memstrata.server": 10.5,
+    "memstrata.integrations": 10.6,  # framework adapters (LangGraph store) over Memory  # the HTTP service, MCP and the memory proxy (over Memory)
     "memstrata.bench": 11,
     "memstrata.cli": 12,
 }
