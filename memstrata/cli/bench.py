@@ -169,3 +169,33 @@ def calibration(embedder, dedup, conflict_low, json_out) -> None:
         click.echo(f"{category}: {cut['over_dedup']:.0%} over dedup, {cut['in_conflict_band']:.0%} "
                    f"in the conflict band, {cut['under_conflict_low']:.0%} under conflict_low")
     write_json(report, json_out)
+
+
+@bench.command()
+@click.option("--clients", default=32, show_default=True, help="Concurrent clients.")
+@click.option("--requests", default=20, show_default=True, help="Calls per client.")
+@click.option("--users", default=4, show_default=True, help="Users the calls spread over.")
+@click.option("--items", default=10_000, show_default=True, help="Memory items seeded per user.")
+@click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--compare-postgres", is_flag=True,
+              help="Also run on a temporary PostgreSQL + pgvector (pgserver) with sessions in "
+                   "Redis (127.0.0.1:6379, a private key prefix).")
+@click.option("--redis", default="redis://127.0.0.1:6379/0", show_default=True,
+              help="Redis for the sessions of the PostgreSQL run.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def serve(clients, requests, users, items, embedder, compare_postgres, redis, json_out) -> None:
+    """The HTTP service under concurrent load (mixed add/search/context): p50/p95/p99 and
+    errors per operation, over HTTP and in process, on SQLite (and PostgreSQL + Redis)."""
+    from contextlib import ExitStack
+
+    from ..bench.serve import render, run_serve_bench
+    from ..bench.tempdb import temporary_postgres
+
+    with ExitStack() as stack:
+        pg = stack.enter_context(temporary_postgres()) if compare_postgres else None
+        report = run_serve_bench(clients=clients, requests=requests, users=users, items=items,
+                                 embedder=embedder, postgres=pg, redis=redis)
+    click.echo(render(report))
+    write_json(report, json_out)
+

@@ -1,0 +1,246 @@
+"""``memstrata bench serve``: the HTTP service under concurrent load, beside the same
+calls made in process, in one run.
+
+For each store (a SQLite file; PostgreSQL + Redis sessions with ``--compare-postgres``)
+the users are seeded with ``--items`` memory items each (bulk-written like ``bench
+latency``: real texts, vectors from the real embedder on a base set, perturbed) and a
+short conversation. Then ``--clients`` concurrent clients each make ``--requests``
+calls, a fixed mix of search (50%), add (30%) and context (20%) on random users:
+first as threads calling ``UserMemory`` in this process, then as asyncio tasks calling
+a ``memstrata serve`` subprocess over HTTP with an API key. Each call is timed from
+send to the last byte; errors are counted, never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from tqdm import tqdm
+
+from ..memory import Memory
+from ..server.keys import Keys
+from ..types import Scope
+from .latency import _bulk_items, synthetic_texts
+
+__all__ = ["run_serve_bench", "render", "MIX"]
+
+#: The operations and their shares of the calls.
+MIX = (("search", 5), ("add", 3), ("context", 2))
+TENANT = "bench"
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    if len(samples) < 2:
+        one = round(samples[0] * 1000, 2) if samples else 0.0
+        return {"n": len(samples), "p50_ms": one, "p95_ms": one, "p99_ms": one}
+    q = statistics.quantiles(sorted(samples), n=100, method="inclusive")
+    return {"n": len(samples), "p50_ms": round(q[49] * 1000, 2), "p95_ms": round(q[94] * 1000, 2),
+            "p99_ms": round(q[98] * 1000, 2)}
+
+
+def _plan(clients: int, requests: int, users: int, seed: int = 11) -> list[list[tuple[str, str, str]]]:
+    """Per client, its calls: (operation, user id, text)."""
+    names = [op for op, _ in MIX]
+    weights = [w for _, w in MIX]
+    queries = [t.split(" (note")[0].split("（")[0] for t in synthetic_texts(200, seed=99)]
+    said = synthetic_texts(clients * requests, seed=21)
+    plans = []
+    for c in range(clients):
+        rng = random.Random(seed * 1000 + c)
+        plans.append([(op, f"user-{rng.randrange(users)}",
+                       rng.choice(queries) if op != "add" else said[c * requests + i])
+                      for i, op in enumerate(rng.choices(names, weights, k=requests))])
+    return plans
+
+
+def _summary(samples: dict[str, list[float]], errors: dict[str, int], wall: float) -> dict[str, Any]:
+    every = [s for values in samples.values() for s in values]
+    return {"ops": {op: _percentiles(samples[op]) | {"errors": errors.get(op, 0)} for op, _ in MIX},
+            "all": _percentiles(every) | {"errors": sum(errors.values())},
+            "wall_s": round(wall, 2), "throughput_rps": round(len(every) / wall, 1) if wall else 0.0}
+
+
+def _in_process(memory: Memory, plans: list[list[tuple[str, str, str]]]) -> dict[str, Any]:
+    samples: dict[str, list[float]] = {op: [] for op, _ in MIX}
+    errors: dict[str, int] = {}
+
+    def client(plan: list[tuple[str, str, str]]) -> None:
+        for op, user, text in plan:
+            handle = memory.user(user, agent=TENANT)
+            started = time.perf_counter()
+            try:
+                if op == "search":
+                    handle.search(text, k=10)
+                elif op == "add":
+                    handle.add([{"role": "user", "content": text}], "bench")
+                else:
+                    handle.context("bench", [{"role": "user", "content": f"last time, {text}?"}],
+                                   budget=1000)
+            except Exception:  # counted: the run reports every failure
+                errors[op] = errors.get(op, 0) + 1
+                continue
+            samples[op].append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(plans)) as pool:
+        list(pool.map(client, plans))
+    return _summary(samples, errors, time.perf_counter() - started)
+
+
+async def _over_http(url: str, token: str, plans: list[list[tuple[str, str, str]]]) -> dict[str, Any]:
+    samples: dict[str, list[float]] = {op: [] for op, _ in MIX}
+    errors: dict[str, int] = {}
+    limits = httpx.Limits(max_connections=len(plans), max_keepalive_connections=len(plans))
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"},
+                                 timeout=120, limits=limits) as http:
+        async def client(plan: list[tuple[str, str, str]]) -> None:
+            for op, user, text in plan:
+                if op == "search":
+                    call = ("search", {"query": text, "k": 10})
+                elif op == "add":
+                    call = ("messages", {"messages": [{"role": "user", "content": text}],
+                                         "session_id": "bench"})
+                else:
+                    call = ("context", {"session_id": "bench", "budget": 1000,
+                                        "messages": [{"role": "user", "content": f"last time, {text}?"}]})
+                started = time.perf_counter()
+                try:
+                    response = await http.post(f"/v1/users/{user}/{call[0]}", json=call[1])
+                    ok = response.status_code < 400
+                except httpx.HTTPError:
+                    ok = False
+                if ok:
+                    samples[op].append(time.perf_counter() - started)
+                else:
+                    errors[op] = errors.get(op, 0) + 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client(plan) for plan in plans))
+        wall = time.perf_counter() - started
+    return _summary(samples, errors, wall)
+
+
+def _seed(memory: Memory, users: int, items: int, progress: bool) -> None:
+    rng = np.random.default_rng(7)
+    base = memory.embedder.embed(synthetic_texts(512, seed=3), kind="passage")
+    for u in range(users):
+        scope = Scope(f"user-{u}", TENANT)
+        _bulk_items(memory, scope, synthetic_texts(items, seed=100 + u), base, rng, progress)
+        memory.user(scope.user_id, agent=TENANT).add(
+            [{"role": "user", "content": "I switched our routing service from Java to Go."},
+             {"role": "assistant", "content": "How did the migration go?"}], "bench", extract=False)
+
+
+def _serve(config: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "memstrata.cli.main", "serve", "--config", str(config)],
+                            stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    found = re.search(r"at (http://\S+)", line)
+    if found is None:
+        proc.kill()
+        raise RuntimeError(f"memstrata serve did not start: {line}{proc.stderr.read()[-2000:]}")
+    url = found.group(1)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # ready once the store answers
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return proc, url
+
+
+def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, clients: int,
+               requests: int, users: int, items: int, progress: bool,
+               tmp: Path, warm: Callable[[Memory], None] | None = None) -> dict[str, Any]:
+    plans = _plan(clients, requests, users)
+    settings: dict[str, Any] = {"sessions": sessions} if sessions else {}
+    with Memory(url, embedder=embedder, worker="off", **settings) as memory:
+        _seed(memory, users, items, progress)
+        embedder_name = memory.embedder.name
+    with Memory(url, embedder=embedder, **settings) as memory:
+        for u in range(users):  # load each user's index once, as a warm server has
+            memory.user(f"user-{u}", agent=TENANT).search("warm up", k=1)
+        local = _in_process(memory, plans)
+        memory.flush()
+        token = Keys(memory.store).create(TENANT, "app", rate_limit=0, name="bench").token
+    config = tmp / f"{label}.toml"
+    memory_table = "".join(f'{k} = "{v}"\n' for k, v in
+                           {"store": url, "embedder": embedder_name, **settings}.items())
+    config.write_text(f"[server]\nport = 0\nrate_limit = 0\nlog_format = \"text\"\nmcp = false\n\n"
+                      f"[memory]\n{memory_table}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    proc, base = _serve(config, env)
+    try:
+        asyncio.run(_over_http(base, token, _plan(clients, 1, users, seed=5)))  # warm the server
+        remote = asyncio.run(_over_http(base, token, plans))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return {"store": label, "url": url.split("@")[-1], "sessions": sessions.split("?")[0] or "main store",
+            "embedder": embedder_name, "in_process": local, "http": remote}
+
+
+def run_serve_bench(*, clients: int = 32, requests: int = 20, users: int = 4, items: int = 10_000,
+                    embedder: str | None = None, postgres: str | None = None,
+                    redis: str | None = "redis://127.0.0.1:6379/0", progress: bool = True) -> dict[str, Any]:
+    """The benchmark on a temporary SQLite file and, with ``postgres`` (a URL of an empty
+    database), on PostgreSQL with Redis sessions."""
+    report: dict[str, Any] = {"benchmark": "serve", "clients": clients, "requests_per_client": requests,
+                              "users": users, "items_per_user": items,
+                              "mix": {op: w / sum(w for _, w in MIX) for op, w in MIX},
+                              "load_average": list(os.getloadavg()), "runs": []}
+    with tempfile.TemporaryDirectory(prefix="memstrata-bench-serve-") as tmp:
+        root = Path(tmp)
+        targets = [("sqlite", f"sqlite:///{root / 'serve.db'}", "")]
+        if postgres:
+            prefix = f"bench-serve-{uuid.uuid4().hex[:8]}"
+            targets.append(("postgres+redis", postgres, f"{redis}?prefix={prefix}" if redis else ""))
+        for label, url, sessions in tqdm(targets, desc="stores", disable=not progress, leave=False):
+            report["runs"].append(_one_store(label, url, sessions, embedder=embedder, clients=clients,
+                                             requests=requests, users=users, items=items,
+                                             progress=progress, tmp=root))
+    report["load_average_after"] = list(os.getloadavg())
+    return report
+
+
+def render(report: dict[str, Any]) -> str:
+    """The runs as one Markdown table: per store and mode, per operation."""
+    lines = [f"{report['clients']} concurrent clients × {report['requests_per_client']} calls, "
+             f"{report['users']} users × {report['items_per_user']:,} items; mix "
+             + ", ".join(f"{op} {share:.0%}" for op, share in report["mix"].items())
+             + f"; load average before {report['load_average'][0]:.1f}, after "
+             f"{report['load_average_after'][0]:.1f}",
+             "| store | mode | op | n | p50 | p95 | p99 | errors |", "|---|---|---|---|---|---|---|---|"]
+    for run in report["runs"]:
+        for mode in ("in_process", "http"):
+            result = run[mode]
+            for op, row in [*result["ops"].items(), ("all", result["all"])]:
+                lines.append(f"| {run['store']} | {mode.replace('_', '-')} | {op} | {row['n']} | "
+                             f"{row['p50_ms']} ms | {row['p95_ms']} ms | {row['p99_ms']} ms | "
+                             f"{row['errors']} |")
+    for run in report["runs"]:
+        lines.append(f"{run['store']}: in-process {run['in_process']['throughput_rps']} calls/s, "
+                     f"HTTP {run['http']['throughput_rps']} calls/s")
+    return "\n".join(lines)
