@@ -45,7 +45,7 @@ schema = schemathesis.pytest.from_fixture("api")
 
 
 @schema.parametrize()
-@settings(max_examples=12, deadline=None, derandomize=True,
+@settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 def test_live_openapi(case, live):
     case.call_and_validate(base_url=live.url, headers={"Authorization": f"Bearer {live.token}"},
