@@ -36,6 +36,7 @@ from .jobs import Worker, wait_for
 from .layers.context import ContextResult
 from .layers.episodic import Resume, SessionManager
 from .layers.episodic.llm import LLMSummariser
+from .layers.semantic.consolidate import Consolidator
 from .layers.semantic.forget import Forgetter
 from .layers.semantic.items import ItemWriter
 from .layers.semantic.llm import LLMExtractor
@@ -110,7 +111,9 @@ class Memory:
         self.worker = Worker(self.store, {"extract": self.pipeline.run_extract,
                                           "maintain": self.pipeline.run_maintain,
                                           "profile": self.pipeline.run_profile,
-                                          "summarise": self._run_summary},
+                                          "summarise": self._run_summary,
+                                          "consolidate": Consolidator(
+                                              self.pipeline, self.session_manager.sessions).run},
                              lease_s=s.job_lease_s, max_attempts=s.job_max_attempts)
         if s.worker == "thread" and self.store.list_jobs(statuses=UNFINISHED, limit=1):
             self.worker.start()  # resume what a previous process left pending
@@ -272,6 +275,9 @@ class Memory:
             self.indexer.index_turns(scope, session_id, self.store.get_messages(
                 scope, session_id, start=handed[0].seq))
         UserMemory(self, scope).enqueue_extraction(session_id)
+        if self.settings.extraction != "off":  # R2.6: after the session's extraction job
+            self.store.enqueue_job(scope, "consolidate", {"session_id": session_id})
+            self.wake_worker()
 
     # -- the per-user API, by user id (see memstrata.user.UserMemory) ----------------------
     def add(self, messages: Any, user_id: str, session_id: str = "default", *,

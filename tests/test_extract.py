@@ -25,9 +25,11 @@ def slots(text: str):
     return {(c.attribute, c.value, c.polarity) for c in extract_text(text)}
 
 
-def test_skips_fewer_than_two_messages():
-    assert extract([msg("user", "I use Java", "m1")]) == ()
-    assert extract([msg("system", "be nice", "s"), msg("user", "I use Java", "m1")]) == ()
+def test_a_single_user_turn_is_read_at_once():
+    # issue 17: no statement waits for a reply before it is remembered
+    assert [c.value for c in extract([msg("user", "I use Java", "m1")])] == ["Java"]
+    assert extract([msg("system", "be nice", "s")]) == ()
+    assert extract([msg("user", "I use Java", "m1")], min_messages=2) == ()
 
 
 def test_only_user_messages_produce_candidates():

@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..layers.semantic.credibility import screen
-from ..layers.semantic.extract import extract
+from ..layers.semantic.extract import CORRECTION, extract
 from ..memory import Memory
 from ..providers.embedders import parse_embedder
 from ..types import Message, Role, utcnow
@@ -66,6 +66,8 @@ def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
                 window.append(Message(Role.USER, turn["text"], utcnow(), id=turn["dia_id"]))
                 found = screen(extract(window, min_messages=1 if ti == 0 else 2))
                 for c in found.long_term + found.session_only:
+                    if c.attribute == CORRECTION:
+                        continue  # an edit of an earlier slot, stored only when one matches
                     cands.append((si, key, turn["speaker"], _third(c.content, turn["speaker"])))
             for speaker, facts in sample.get("observation", {}).get(key + "_observation", {}).items():
                 for fact, _ in facts:

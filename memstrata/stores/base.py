@@ -128,6 +128,9 @@ class Job:
     worker: str | None = None
     lease_until: datetime | None = None
     last_error: str | None = None
+    #: what a finished job did, without content (e.g. how many items and turns a spoken
+    #: "forget that" deleted); None for jobs that record nothing
+    result: Mapping[str, Any] | None = None
 
     @property
     def scope(self) -> Scope:
@@ -140,7 +143,8 @@ class Job:
                 "attempts": self.attempts, "created_at": self.created_at.isoformat(),
                 "updated_at": self.updated_at.isoformat(), "worker": self.worker,
                 "lease_until": self.lease_until.isoformat() if self.lease_until else None,
-                "last_error": self.last_error}
+                "last_error": self.last_error,
+                "result": dict(self.result) if self.result is not None else None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Job":
@@ -409,12 +413,13 @@ class JobQueue(Protocol):
         attempts + 1. None when nothing is runnable."""
 
     @abstractmethod
-    def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3) -> None:
-        """Mark a claimed job done (or, with ``error``, pending again or failed after
-        ``max_attempts``). Raises :class:`~memstrata.errors.ConflictError` when the job
-        is no longer claimed by ``job.worker`` (its lease expired and another worker
-        took it): call it inside the transaction that applies the job's writes, so a
-        job's effects commit exactly once."""
+    def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3,
+                   result: Mapping[str, Any] | None = None) -> None:
+        """Mark a claimed job done, with ``result`` (a JSON-ready dict, or None) stored
+        with it — or, with ``error``, pending again or failed after ``max_attempts``.
+        Raises :class:`~memstrata.errors.ConflictError` when the job is no longer claimed
+        by ``job.worker`` (its lease expired and another worker took it): call it inside
+        the transaction that applies the job's writes, so a job's effects commit once."""
 
     @abstractmethod
     def list_jobs(self, scope: Scope | None = None, *, statuses: Sequence[str] = (),

@@ -69,6 +69,7 @@ def _records(store: Store, scope: Scope) -> Iterator[dict[str, Any]]:
         yield {"type": "job", **_scope_fields(scope), "id": job.id, "kind": job.kind,
                "payload": dict(job.payload), "status": job.status, "attempts": job.attempts,
                "worker": job.worker, "last_error": job.last_error,
+               "result": dict(job.result) if job.result is not None else None,
                "lease_until": job.lease_until.isoformat() if job.lease_until else None,
                "created_at": job.created_at.isoformat(), "updated_at": job.updated_at.isoformat()}
     for profile in store.profile_versions(scope):
@@ -198,7 +199,7 @@ def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export")
                         record.get("payload") or {}, record["status"], int(record["attempts"]),
                         parse_time(record["created_at"]), parse_time(record["updated_at"]),
                         record.get("worker"), parse_time(lease) if lease else None,
-                        record.get("last_error"))])
+                        record.get("last_error"), record.get("result"))])
                 elif kind == "profile_version":
                     store.add_profile_version(scope, ProfileVersion(
                         int(record["version"]), record["data"], record["actor"], record["reason"],

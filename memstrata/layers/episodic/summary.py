@@ -78,6 +78,9 @@ _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"i plan|i'm planning|looking for)\b|(?<!让)我想(?!想)|我要|帮我|希望|目标|打算|计划|需要", re.I)),
 )
 _SPLIT = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
+_SUBSTANTIVE = re.compile(r"[A-Za-z]{3,}(?:\W+[A-Za-z]+){2,}|[\u4e00-\u9fff]{4,}")
+_CHATTER = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|ok(?:ay)?|bye|good (?:morning|night)|"
+                      r"你好|您好|谢谢|好的|再见|晚安)\b", re.I)
 
 
 def _sentences(text: str) -> list[str]:
@@ -122,6 +125,7 @@ class ExtractiveSummariser:
         """Fold ``new_messages`` into ``previous`` (None for the first summary)."""
         msgs = [Message.from_dict(m, index=i) for i, m in enumerate(new_messages)]
         found: dict[str, list[str]] = {p: [] for p in PARTS}
+        unfiled: list[str] = []  # user sentences no cue claimed: the topic, as a last resort
         for msg in msgs:
             if msg.role not in (Role.USER, Role.ASSISTANT) or not msg.content:
                 continue
@@ -133,6 +137,14 @@ class ExtractiveSummariser:
                         item = clip(sentence.rstrip("。.；;"), self.sentence_chars)
                         found[part].append(item)
                         break
+                else:
+                    if msg.role is Role.USER and _SUBSTANTIVE.search(sentence) \
+                            and not _CHATTER.match(sentence):
+                        unfiled.append(clip(sentence.rstrip("。.；;"), self.sentence_chars))
+        if not any(found.values()) and unfiled and (previous is None or previous.is_empty):
+            # a short session with no cue word ("Remind me to renew my passport") still
+            # leaves a summary: what the user talked about
+            found["goal"] = unfiled[:1]
         text = " ".join(" ".join(v) for v in found.values())
         if previous is not None:
             text += " " + " ".join(getattr(previous, p) for p in PARTS)

@@ -25,7 +25,7 @@ from memstrata.types import Kind, MemoryItem, Message, Status
 
 from .extract import Candidate, cardinality, normalise_value
 
-__all__ = ["Action", "Decision", "Neighbor", "DecideConfig", "Judge", "decide", "to_item",
+__all__ = ["Action", "Decision", "Neighbor", "DecideConfig", "Judge", "SameValue", "decide", "to_item",
            "apply_decision", "forget_request", "DecayConfig", "decay", "memory_value",
            "evict", "FeedbackConfig", "apply_feedback", "FREE_TEXT_ATTRIBUTES"]
 
@@ -80,7 +80,10 @@ Judge = Callable[[Candidate, MemoryItem], "str | None"]
 #: Attributes whose value is a free-text predicate: equal values are the same
 #: statement, different values are not a contradiction.
 FREE_TEXT_ATTRIBUTES = frozenset({"habits", "plans", "events", "todo", "goals", "learning",
-                                  "preferences", "skills"})
+                                  "preferences", "skills", "notes"})
+
+
+_TASTES = frozenset({"likes", "food", "diet", "preferences"})
 
 
 def _polarity(item: MemoryItem) -> bool:
@@ -111,8 +114,14 @@ def _scenario_differs(cand: Candidate, item: MemoryItem) -> bool:
     return (cand.scenario or old) is not None and cand.scenario != old and not cand.change
 
 
+#: Whether two slot values name the same thing across languages ("lactose intolerant" /
+#: "乳糖不耐受"); :class:`.values.ValueMatcher` decides it with the embedder.
+SameValue = Callable[[str, str], bool]
+
+
 def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
-           config: DecideConfig = DecideConfig(), judge: Judge | None = None) -> Decision:
+           config: DecideConfig = DecideConfig(), judge: Judge | None = None,
+           same_value: SameValue | None = None, covers: SameValue | None = None) -> Decision:
     """Decide ADD, BOOST, SUPERSEDE, KEEP_BOTH or IGNORE for one candidate.
 
     Slots first: same attribute and value → BOOST; same value, opposite polarity
@@ -121,6 +130,12 @@ def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
     a multi-valued attribute supersedes only the value the user said it replaces.
     Then similarity: above ``dedup_threshold`` → BOOST; in the conflict band, same kind
     → ``judge`` if given, and when it has no verdict a change marker → SUPERSEDE.
+    ``same_value`` makes a value said in another language the same value. A negated
+    statement ("no longer uses TypeScript") supersedes only the value it names; with no
+    active item holding that value it is IGNOREd on a single-valued slot (the slot has
+    already moved on: "switched to Rust, rarely write TypeScript now"). A stated
+    cessation ("no more red meat for me") also ends a liking or food item whose value it
+    ``covers`` ("User loves steak").
     """
     active = sorted((n for n in neighbors if n.item.status is Status.ACTIVE),
                     key=lambda n: -n.similarity)
@@ -133,15 +148,28 @@ def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
         same = [n for n in active if n.item.attribute == candidate.attribute
                 and (n.item.subject or "user") == candidate.subject]
         for n in same:
-            if normalise_value(n.item.value) == value:
+            other = normalise_value(n.item.value)
+            equal = other == value or (
+                same_value is not None and candidate.value is not None and n.item.value is not None
+                and other is not None and value is not None and same_value(candidate.value, n.item.value))
+            if equal:
+                reason = "slot.same" if other == value else "slot.same_value"
                 if _polarity(n.item) == candidate.polarity:
-                    return _boost(candidate, n, "slot.same", config)
+                    return _boost(candidate, n, reason, config)
                 return _supersede(n, "slot.polarity")
         if candidate.replaces:
             old = normalise_value(candidate.replaces)
             for n in same:
                 if normalise_value(n.item.value) == old:
                     return _supersede(n, "slot.replaces")
+        if not candidate.polarity and candidate.change and covers is not None and candidate.value:
+            for n in active:
+                if (n.item.attribute in _TASTES and candidate.attribute in _TASTES and _polarity(n.item)
+                        and (n.item.subject or "user") == candidate.subject and n.item.value
+                        and covers(candidate.value, n.item.value)):
+                    return _supersede(n, "slot.cessation")
+        if not candidate.polarity and cardinality(candidate.attribute) == "single":
+            return Decision(Action.IGNORE, reason="slot.negated_inactive")
         if cardinality(candidate.attribute) == "single":
             for n in same:
                 if _scenario_differs(candidate, n.item):
@@ -191,7 +219,7 @@ def to_item(candidate: Candidate, *, id: str, user_id: str, now: datetime,
     """The memory item a candidate becomes; slots the item has no column for go in
     metadata (polarity, scenario, time, rule, lang)."""
     meta = {"polarity": candidate.polarity, "rule": candidate.rule, "lang": candidate.lang}
-    for key in ("scenario", "time", "replaces"):
+    for key in ("scenario", "time", "replaces", "date"):
         if getattr(candidate, key):
             meta[key] = getattr(candidate, key)
     return MemoryItem(
@@ -228,41 +256,72 @@ def apply_decision(decision: Decision, candidate: Candidate, existing: MemoryIte
             new.evolve(tags=(new_tag,)))
 
 
+_POLITE_EN = re.compile(
+    r"^\s*(?:(?:hey|ok(?:ay)?|so|actually|oh|um|and|also|hmm|sorry|wait|on second thought)[,!]?\s+)*"
+    r"(?:(?:please|pls|kindly|could you|can you|would you|will you|would you mind|do you mind|"
+    r"i'd like you to|i would like you to|i want you to|i need you to|i'd prefer (?:it )?if you|"
+    r"i'd rather you|maybe|just|perhaps you could|if you could|if possible,?)\s+)*", re.I)
+_TAIL_EN = re.compile(r"(?:,?\s+(?:please|pls|thanks|thank you|if you can|if you don't mind|for me|"
+                      r"from (?:your )?memory|from your records|too|as well|for good|entirely|"
+                      r"completely|ok|okay))+\s*[.!?]*\s*$", re.I)
 _FORGET_EN = re.compile(
-    r"^\s*(?:please |can you |could you |pls )?(?:forget|delete|erase|remove|don't remember|"
-    r"do not remember|stop remembering)(?: about| that| what i said about| everything about)?"
-    r"(?: (?P<q>[^.!?]+))?[.!?]*\s*$", re.I)
+    r"^(?:forget(?:ting)?|delete|erase|remove|wipe|drop|scratch|unlearn|"
+    r"(?:don't|do not|not|didn't|stop) (?:remember(?:ing)?|keep(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|"
+    r"record(?:ing)?|hold(?:ing)? on to)|get rid of)"
+    r"(?: about| that| what i (?:just )?said about| everything about| all about| anything about)?"
+    r"(?: (?P<q>.+?))?[.!?]*$", re.I)
+_POLITE_ZH = re.compile(r"^\s*(?:(?:哦|嗯|那个|对了|还有|算了|其实|不好意思|抱歉)[，,]?\s*)*"
+                        r"(?:(?:请你?|麻烦你?|帮我|能不能|可不可以|可以|你能|你可以|劳驾|拜托)\s*)*")
+_TAIL_ZH = re.compile(r"(?:吧|好吗|好不好|可以吗|行吗|哈|谢谢|啦|了)+[。！？!?]*\s*$")
 _FORGET_ZH = re.compile(
-    r"^\s*(?:请|麻烦|帮我)?(?:忘掉|忘记|忘了|别记住|不要记住|别记|不要记|删掉|删除)(?:关于)?(?P<q>[^。！？!?]*?)"
-    r"(?:的记忆|这件事|这个)?(?:吧|好吗|哈)?[。！？!?]*\s*$")
-_THAT = {"that", "this", "what i just said", "what i said", "that i said", "i said that",
-         "", "这个", "这件事", "刚才说的", "我刚才说的", "那个"}
-_MY = re.compile(r"^(?:my|our|about my|that my|that i)\s+", re.I)
+    r"^(?:把|将)(?P<q1>[^。！？!?]*?)(?:给我)?(?:忘掉|忘记|忘了|忘|删掉|删了|删除|删|抹掉|清除)$"
+    r"|^(?:忘掉|忘记|忘了|别记住|不要记住|别记|不要记|删掉|删除|不用记)(?:关于)?(?P<q>[^。！？!?]*?)"
+    r"(?:的记忆|这件事|这个|的信息)?$"
+    r"|^(?P<q2>[^。！？!?]*?)(?:就)?(?:别|不要|不用)(?:再)?(?:记|存|保存|记住|记着)(?:了|下来)?$")
+_THAT = {"that", "this", "it", "what i just said", "what i said", "that i said", "i said that",
+         "the last thing", "the last thing i said", "my last message", "that last bit", "",
+         "这个", "这件事", "刚才说的", "我刚才说的", "那个", "刚才那句", "刚才那句话", "这句话", "这句",
+         "那句话", "那句", "我刚才说的话", "刚说的", "我刚说的", "上一句", "刚才的"}
+_MY = re.compile(r"^(?:my|our|about my|that my|that i|the)\s+", re.I)
+_ZH_JUST = re.compile(r"^(?:我)?(?:刚才|刚刚|刚)(?:说的|提到的|告诉你的)?(?:那个|的)?")
 
 
 def forget_request(message: Message | str) -> str | None:
     """The query of an explicit request to forget, or None.
 
-    "forget my address" → "address", "忘掉我的住址" → "住址"; "forget that" / "忘掉这个"
-    → "" (the caller forgets what the previous turns stored). "Don't forget…" and
-    "I forgot my keys" are not requests to forget.
+    "forget my address" → "address", "忘掉我的住址" → "住址"; "forget that", "could you
+    please not remember what I just said", "刚才那句别记了", "把它忘了吧" → "" (the caller
+    forgets what the previous turn stated). Polite and hedged wrappers ("please", "would
+    you mind", "if you can", "麻烦", "吧") are read through. "Don't forget…", "I forgot my
+    keys" and "forget it" (never mind) are not requests to forget.
     """
     text = message.content or "" if isinstance(message, Message) else message
-    if re.search(r"\b(?:don't|do not|never) forget\b|别忘|不要忘|忘不了", text, re.I):
+    text = (text or "").strip()
+    if len(text) > 300 or re.search(r"\b(?:don't|do not|never) forget\b|别忘|不要忘|忘不了|"
+                                    r"\bi forgot\b|我忘了[^吧]|我忘记了", text, re.I):
         return None
     if re.fullmatch(r"\s*(?:oh,? |ok,? |never ?mind,? )?(?:just )?forget(?: it| about it)?[.!]*\s*",
                     text, re.I):
         return None  # "forget it" means "never mind", not "delete what you know"
-    for pattern in (_FORGET_EN, _FORGET_ZH):
-        found = pattern.match(text)
-        if found:
-            query = (found.group("q") or "").strip()
-            if pattern is _FORGET_EN and found.group(0).strip().lower().startswith(
-                    ("delete", "erase", "remove")) and not re.search(r"\bmy\b|memor", query, re.I):
-                return None  # "remove the header" is a task, not a memory request
-            query = _MY.sub("", query).strip()
-            query = re.sub(r"^我的|^我|^关于", "", query).strip()
-            return "" if query.lower() in _THAT else query
+    en = _TAIL_EN.sub("", _POLITE_EN.sub("", text)).strip(" .!?")
+    found = _FORGET_EN.match(en)
+    if found:
+        query = (found.group("q") or "").strip()
+        verb = en.split(" ", 1)[0].lower()
+        if verb in ("delete", "erase", "remove", "drop", "wipe", "scratch") and not (
+                re.search(r"\bmy\b|memor|that|this|what i", query, re.I) or query in ("", "it")):
+            return None  # "remove the header" is a task, not a memory request
+        query = re.sub(r"^(?:that|what)\s+i\s+(?:just\s+)?(?:said|told you|mentioned)(?:\s+about)?\s*",
+                       "", query, flags=re.I)
+        query = _MY.sub("", query).strip()
+        return "" if query.lower() in _THAT else query
+    zh = _TAIL_ZH.sub("", _POLITE_ZH.sub("", text)).strip(" 。！？!?")
+    found = _FORGET_ZH.match(zh)
+    if found:
+        query = next((g for g in (found.group("q1"), found.group("q"), found.group("q2")) if g), "")
+        query = _ZH_JUST.sub("", query.strip())
+        query = re.sub(r"^我的|^我|^关于|^它|^这些|^那些", "", query).strip("的 ")
+        return "" if query in _THAT or query in ("它", "这", "那") else query
     return None
 
 

@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
-from memstrata.text import detect_language
 from memstrata.types import Kind, Message, Role
 
-__all__ = ["Candidate", "SINGLE_VALUED", "cardinality", "extract", "extract_text",
+from .clauses import Clause, People, clauses
+from .numbers import resolve_date
+from .statements import attribute_statement, families, generic, retarget
+
+__all__ = ["Candidate", "SINGLE_VALUED", "CORRECTION", "cardinality", "extract", "extract_text",
            "normalise_value"]
+
+#: The attribute of a bare correction ("不是上海，是北京"): the pipeline finds the slot.
+CORRECTION = "correction"
 
 #: Attributes that hold one value at a time: a new value supersedes the old one.
 #: Everything else (likes, skills, tools, family members, habits…) accumulates.
@@ -27,7 +34,7 @@ SINGLE_VALUED = frozenset({
     "name", "job", "employer", "city", "hometown", "language", "answer_language",
     "answer_length", "age", "marital_status", "family:wife", "family:husband",
     "family:partner", "family:mother", "family:father", "family:girlfriend",
-    "family:boyfriend",
+    "family:boyfriend", "health:status",
 })
 
 
@@ -36,7 +43,7 @@ def cardinality(attribute: str | None) -> str:
     employer…), ``"multi"`` for those that accumulate (likes, skills, tools…)."""
     if attribute is None:
         return "multi"
-    if attribute in SINGLE_VALUED or attribute.startswith("favorite:"):
+    if attribute in SINGLE_VALUED or attribute.startswith(("favorite:", "attr:")):
         return "single"
     return "multi"
 
@@ -69,6 +76,8 @@ class Candidate:
     scenario: str | None = None
     evidence: str = ""
     context: str = ""
+    #: the calendar day ``time`` names, resolved against the message's time (ISO date)
+    date: str | None = None
 
     @property
     def cardinality(self) -> str:
@@ -81,7 +90,6 @@ class Candidate:
         return (self.subject, self.attribute, normalise_value(self.value), self.polarity)
 
 
-_SENTENCE = re.compile(r"(?<=[.!?。！？；;\n])\s*|(?<=[，,])\s*(?=我)")
 _ARTICLE = re.compile(r"^(?:a|an|the|my|some)\s+", re.I)
 
 _TIME_EN = re.compile(
@@ -123,10 +131,6 @@ def normalise_value(value: str | None) -> str | None:
     return re.sub(r"\s+", " ", text)
 
 
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text or "") if s and s.strip()]
-
-
 def _message_text(message: Message | dict) -> tuple[str, str, str]:
     if isinstance(message, Message):
         return message.role.value, message.content or "", message.id
@@ -135,49 +139,114 @@ def _message_text(message: Message | dict) -> tuple[str, str, str]:
             str(message.get("content") or ""), str(message.get("id") or ""))
 
 
-def extract_text(text: str, *, message_id: str = "") -> tuple[Candidate, ...]:
-    """Candidates stated in one user utterance, in order, without duplicates."""
+def extract_text(text: str, *, message_id: str = "", at: datetime | None = None,
+                 people: People | None = None) -> tuple[Candidate, ...]:
+    """Candidates stated in one user utterance, in order, without duplicates.
+
+    The utterance is read clause by clause (:func:`.clauses.clauses`): each clause's
+    first-person body goes through the structural families (:mod:`.statements`) and the
+    rules below, and what they find is moved to the clause's subject — the user, or a
+    person in the user's life. A clause no family reads still gives its plain statement.
+    ``at`` (the message's time) resolves relative dates; ``people`` carries who "he" and
+    "她" are across the utterances of one window.
+    """
     out: list[Candidate] = []
     seen: set[tuple] = set()
-    for sentence in _sentences(text):
-        lang = detect_language(sentence)
-        taken: list[tuple[int, int]] = []
-        for rule in RULES[lang]:
-            for match in rule.pattern.finditer(sentence):
-                # the first (more specific) rule that reads a stretch of text owns it
-                if not rule.overlap and any(match.start() < end and start < match.end()
-                                            for start, end in taken):
-                    continue
-                cand = _build(rule, match, sentence, text, lang, message_id)
-                if cand is None:
-                    continue
-                if not rule.overlap:
-                    taken.append(match.span())
-                key = (cand.kind, cand.slot_key) if cand.attribute else (cand.kind, cand.content)
-                if key not in seen:
-                    seen.add(key)
-                    out.append(cand)
-                if rule.exclusive:
-                    break
+    for clause in clauses(text, people):
+        found = _rule_candidates(clause.text, clause.text, text, clause.lang, message_id) \
+            if not clause.about_user else []
+        if found:  # "my wife is called Sarah": a rule about the user's own slot read it
+            clause = Clause(clause.text, clause.text, lang=clause.lang)
+        else:
+            found = _clause_candidates(clause, text, message_id)
+        for cand in found:
+            cand = _situate(cand, clause, at)
+            key = (cand.subject, cand.kind, cand.slot_key) if cand.attribute and cand.value \
+                else (cand.subject, cand.kind, cand.content)
+            if key not in seen:
+                seen.add(key)
+                out.append(cand)
+        if len(out) >= _MAX_CANDIDATES:
+            break
     return tuple(out)
 
 
+_MAX_CANDIDATES = 60  # per utterance: a pasted document is not a list of facts
+
+
+def _clause_candidates(clause: Clause, text: str, message_id: str) -> list[Candidate]:
+    body, lang = clause.body, clause.lang
+    sources = (message_id,) if message_id else ()
+    evidence = body if clause.advice else clause.text
+    found = [Candidate(**fields, source_message_ids=sources, evidence=evidence, context=text)
+             for fields in families(clause)]
+    found += _rule_candidates(body, evidence, text, lang, message_id)
+    if not found and (attr := attribute_statement(clause)) is not None:
+        found.append(Candidate(**attr, source_message_ids=sources, evidence=evidence, context=text))
+    if not found and clause.corrects and len(body.split()) <= 4:
+        # "不是上海，是北京": the slot is the one that held the wrong value (the pipeline finds it)
+        found.append(Candidate(Kind.FACT, body, attribute=CORRECTION, value=body.strip(" 。.!"),
+                               replaces=clause.corrects, change=True, source_message_ids=sources,
+                               rule=f"{lang}.correction", lang=lang, evidence=evidence, context=text))
+    elif not found and (plain := generic(clause)) is not None:
+        found.append(Candidate(**plain, source_message_ids=sources, evidence=evidence, context=text))
+    return found
+
+
+def _rule_candidates(body: str, evidence: str, text: str, lang: str,
+                     message_id: str) -> list[Candidate]:
+    found: list[Candidate] = []
+    taken: list[tuple[int, int]] = []
+    for rule in RULES[lang]:
+        for match in rule.pattern.finditer(body):
+            # the first (more specific) rule that reads a stretch of text owns it
+            if not rule.overlap and any(match.start() < end and start < match.end()
+                                        for start, end in taken):
+                continue
+            cand = _build(rule, match, evidence, text, lang, message_id)
+            if cand is None:
+                continue
+            if not rule.overlap:
+                taken.append(match.span())
+            found.append(cand)
+            if rule.exclusive:
+                break
+    return found
+
+
+def _situate(cand: Candidate, clause: Clause, at: datetime | None) -> Candidate:
+    """The candidate about the clause's subject, with its correction and its date."""
+    changes: dict[str, Any] = {}
+    if not clause.about_user and cand.subject == "user":
+        changes["subject"] = canonical_value(clause.subject)
+        changes["content"] = retarget(cand.content, clause)
+    if clause.corrects and cand.attribute != CORRECTION:
+        changes.update(replaces=clause.corrects, change=True)
+    if clause.advice:
+        changes["scenario"] = f"advice:{clause.advice}"
+    when = resolve_date(cand.time, at) if cand.time else None
+    if when is not None:
+        changes["date"] = when.isoformat()
+    return replace(cand, **changes) if changes else cand
+
+
 def extract(messages: Sequence[Message | dict], *, window: int = 6,
-            min_messages: int = 2) -> tuple[Candidate, ...]:
+            min_messages: int = 1) -> tuple[Candidate, ...]:
     """Candidate memories from the last ``window`` messages (R3.1).
 
-    Returns nothing when the window holds fewer than ``min_messages`` user or assistant
-    messages (one line says too little to be worth the work). Only user messages
-    produce candidates: what the assistant says is not a fact about the user.
+    Only user messages produce candidates: what the assistant says is not a fact about
+    the user. A single user turn is read at once (``min_messages`` = 1): nothing the
+    user said waits for a reply to be remembered.
     """
     recent = list(messages)[-window:] if window > 0 else list(messages)
-    turns = [_message_text(m) for m in recent]
-    if sum(1 for role, _, _ in turns if role in ("user", "assistant")) < min_messages:
+    turns = [(_message_text(m), m.created_at if isinstance(m, Message) else None) for m in recent]
+    if sum(1 for (role, _, _), _ in turns if role in ("user", "assistant")) < min_messages:
         return ()
     out: list[Candidate] = []
-    for role, text, mid in turns:
+    people = People()
+    for (role, text, mid), at in turns:
         if role == "user":
-            out.extend(extract_text(text, message_id=mid))
+            out.extend(extract_text(text, message_id=mid, at=at, people=people))
     return tuple(out)
 
 
@@ -334,7 +403,8 @@ _IRREGULAR = {"am": "is", "are": "is", "'m": "is", "be": "is", "have": "has", "d
 _KEEP_VERB = {"will", "would", "can", "could", "should", "must", "might", "may", "shall",
               "usually", "always", "often", "never", "normally", "typically", "regularly",
               "sometimes", "also", "really", "just", "still", "now", "recently", "finally",
-              "mostly", "generally", "rarely", "don't", "didn't", "can't", "won't"}
+              "mostly", "generally", "rarely", "don't", "didn't", "can't", "won't", "already",
+              "actually", "basically", "currently", "totally", "even", "only", "both"}
 _PAST = {"went", "got", "made", "took", "ran", "began", "won", "lost", "read", "wrote", "met",
          "bought", "saw", "did", "had", "was", "were", "felt", "found", "gave", "came", "left",
          "kept", "told", "thought", "brought", "sent", "spent", "built", "to", "sang", "drew"}
@@ -578,6 +648,8 @@ _ZV = r"(?P<v>[^，,。！？!?；;]+)"
 _ZH_ROLES = (r"(?:工程师|程序员|开发者?|开发人员|老师|教师|学生|医生|护士|设计师|产品经理|经理|律师|"
              r"会计|销售|研究员|博士生|研究生|本科生|大学生|作家|记者|厨师|司机|架构师|分析师|运营|"
              r"测试|创业者|自由职业者|教授|画家|歌手|演员|编辑|主播|全职妈妈|全职爸爸)")
+_ZADV = (r"(?:也|很|非常|特别|超|挺|最|比较|一直|周末|平时|一般|通常|经常|总是|每天|晚上|早上|现在|目前|最近|"
+         r"其实|还|都|真的|基本上?|向来|从小|一向|尤其|蛮|更|还是|特|老|就)*")
 _ZH = [
     _r("zh.name", r"我(?:叫|的名字(?:是|叫))(?P<v>[^，,。！？!?\s]{1,6}?)(?=[，,。！？!?\s]|$|，)", F,
        "name", zh="用户名叫{v}", importance=0.95, check=_zh_ok),
@@ -585,7 +657,7 @@ _ZH = [
        "name", zh="用户名叫{v}", importance=0.95, check=_zh_ok),
     _r("zh.job", r"我(?:现在|目前)?是(?:一[名个位])?(?P<v>[^，,。！？!?是]{0,8}?" + _ZH_ROLES + ")",
        F, "job", zh="用户是{v}", importance=0.9),
-    _r("zh.job_do", r"我是做(?P<v>[^，,。！？!?]{1,10}?)的", F, "job", zh="用户从事{v}",
+    _r("zh.job_do", r"我(?:是|主要|现在)?做(?P<v>[^，,。！？!?]{1,10}?)的", F, "job", zh="用户从事{v}",
        importance=0.85),
     _r("zh.employer", r"我(?:现在|目前)?在(?P<v>[^，,。！？!?]{1,12}?)(?:工作|上班)", F,
        "employer", zh="用户在{v}工作", importance=0.85, check=_zh_ok),
@@ -594,7 +666,9 @@ _ZH = [
     _r("zh.hometown", r"我(?:来自|老家(?:在|是))(?P<v>[^，,。！？!?]{1,10})|我是(?P<v2>[^，,。！？!?一]"
        r"{1,6}?)人(?=[，,。！？!?]|$)", F, "hometown", zh="用户来自{v}", importance=0.8,
        check=lambda v: _zh_ok(v) and v not in ("好", "个", "本地", "外地", "什么")),
-    _r("zh.main_lang", r"我的主力(?:编程)?语言是(?P<v>[A-Za-z0-9+#.-]+)", F, "language",
+    _r("zh.main_lang", r"我的?(?:主力|常用|主要|日常)(?:的)?(?:编程|开发)?语言(?:是|用的是|为)"
+       r"(?P<v>[A-Za-z0-9+#.-]+)",
+       F, "language",
        zh="用户的主力语言是{v}", importance=0.85, check=is_programming_language),
     _r("zh.use", r"我(?:主要|平时|一般|现在|目前|日常|一直|还是)?(?:在)?(?:用|使用|写)"
        r"(?P<v>[A-Za-z][A-Za-z0-9+#.-]*)",
@@ -606,11 +680,11 @@ _ZH = [
        change=True, importance=0.6, check=_zh_ok),
     _r("zh.no_eat", r"我(?:最近|现在|已经)?(?:不再|不|不能|戒了)(?:吃|喝)(?P<v>[^，,。！？!?]+)", P, "food",
        zh="用户不吃{v}", polarity=False, importance=0.7, check=_zh_ok),
-    _r("zh.eat", r"我(?:很|非常|特别|超|挺|最)?(?:爱|喜欢)(?:吃|喝)(?P<v>[^，,。！？!?]+)", P, "food",
+    _r("zh.eat", r"我" + _ZADV + r"(?:爱|喜欢)(?:吃|喝)(?P<v>[^，,。！？!?]+)", P, "food",
        zh="用户爱吃{v}", importance=0.6, check=_zh_ok),
     _r("zh.dislike", r"我(?:很|非常|特别|最)?(?:讨厌|不喜欢|厌恶|受不了|不爱)(?P<v>[^，,。！？!?]+)", P,
        "likes", zh="用户不喜欢{v}", polarity=False, importance=0.6, check=_zh_ok),
-    _r("zh.like", r"我(?:也|很|非常|特别|超|挺|最|比较|一直)*(?:喜欢|爱|热爱|享受)(?P<v>[^，,。！？!?]+)", P,
+    _r("zh.like", r"我" + _ZADV + r"(?:喜欢|爱|热爱|享受)(?:去)?(?P<v>[^，,。！？!?]+)", P,
        "likes", zh="用户喜欢{v}", importance=0.6, check=_zh_ok),
     _r("zh.vegetarian", r"我(?:吃素|是素食者?)", F, "diet", zh="用户吃素", fixed_value="vegetarian",
        importance=0.75, needs_value=False),

@@ -65,7 +65,20 @@ class Forgetter:
         log.info("forgot %d item(s) of %r%s", len(item_ids), scope.user_id,
                  " and their source turns" if messages and sources else "")
 
-    def _forget_messages(self, scope: Scope, ids: set[str]) -> None:
+    def forget_turns(self, scope: Scope, message_ids: Sequence[str]) -> int:
+        """Hard delete raw turns by id — rows, index documents, cached vectors — and
+        refresh the index of their sessions' neighbouring turns (whose context field
+        carried their words). Returns how many of the ids were found. Used by spoken
+        forgetting for the turns that state what is forgotten, including the request."""
+        ids = set(message_ids)
+        if not ids:
+            return 0
+        with self.store.transaction():
+            found = self._forget_messages(scope, ids)
+        log.info("forgot %d turn(s) of %r", found, scope.user_id)
+        return found
+
+    def _forget_messages(self, scope: Scope, ids: set[str]) -> int:
         texts, touched = [], []
         for info in self.store.list_sessions(scope):
             for m in self.store.get_messages(scope, info.session_id):
@@ -77,6 +90,7 @@ class Forgetter:
         for session_id in dict.fromkeys(touched):
             # neighbouring turns carry a deleted turn's words in their context field
             self.indexer.refresh_session(scope, session_id)
+        return len(texts)
 
     def forget_user(self, scope: Scope, *, messages: bool = True) -> None:
         """Everything of a user, then compaction so the bytes leave the file."""

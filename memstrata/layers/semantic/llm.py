@@ -57,13 +57,17 @@ def _words(text: str) -> set[str]:
     return out - _STOP
 
 
+def _share(item: Mapping[str, Any], text: str) -> float:
+    words = _words(str(item.get("content") or ""))
+    return len(words & _words(text)) / len(words) if words else 0.0
+
+
 def grounding(item: Mapping[str, Any], text: str) -> float:
     """How well ``text`` supports an extracted item, in [0, 1]: the share of the item's
     content words found in it, with a lower bar when the item's value is quoted."""
-    words = _words(str(item.get("content") or ""))
-    if not words:
+    share = _share(item, text)
+    if not share:
         return 0.0
-    share = len(words & _words(text)) / len(words)
     value = str(item.get("value") or "").strip().casefold()
     quoted = len(value) >= 2 and value in (text or "").casefold()
     return share if share >= (_MIN_GROUNDING_WITH_VALUE if quoted else _MIN_GROUNDING) else 0.0
@@ -84,6 +88,7 @@ def llm_candidates(items: Iterable[Mapping[str, Any]], messages: Sequence[Messag
     """
     own = set(own_ids)
     users = [m for m in messages if m.role is Role.USER and m.content]
+    assistants = [m.content or "" for m in messages if m.role is Role.ASSISTANT and m.content]
     out: list[Candidate] = []
     rejected: list[Rejection] = []
     for item in items:
@@ -95,7 +100,15 @@ def llm_candidates(items: Iterable[Mapping[str, Any]], messages: Sequence[Messag
         if best.id not in own:
             rejected.append(Rejection(dict(item), "from an earlier turn (an earlier job's)"))
             continue
+        said = _share(item, best.content or "")
+        if any(_share(item, text) >= said for text in assistants):
+            # "Hi! My name is Lin… what brings you to my office?" is the assistant's
+            # self-introduction, not a fact about the user, whatever a user turn shares
+            rejected.append(Rejection(dict(item), "grounded in the assistant's turn, not the user's"))
+            continue
         subject = str(item.get("subject") or "").strip().casefold()
+        if best.name and subject in _SELF:
+            subject = best.name.casefold()  # a named speaker's statement about themselves
         content = str(item["content"]).strip()
         out.append(Candidate(
             kind=Kind(item["kind"]), content=content,

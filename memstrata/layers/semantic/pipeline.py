@@ -18,8 +18,9 @@ dropped: they stay in the raw session log they came from, never in long-term mem
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -30,13 +31,16 @@ from memstrata.providers.embedders import Embedder
 from memstrata.retrieval.documents import item_texts
 from memstrata.retrieval.indexer import Indexer, embed_cached
 from memstrata.retrieval.search import Retriever
-from memstrata.stores.base import ItemStore, Job, JobQueue, Lifecycle, MessageLog, SearchIndex, VectorCache
-from memstrata.types import Filters, Layer, MemoryItem, Message, Role, Scope, Status, new_id, utcnow
+from memstrata.stores.base import (ItemStore, Job, JobQueue, Lifecycle, MessageLog, MetaStore, SearchIndex,
+                                   VectorCache)
+from memstrata.types import Filters, Kind, Layer, MemoryItem, Message, Role, Scope, Status, new_id, utcnow
 
 from .credibility import CredibilityConfig, screen
 from .decide import (Action, DecayConfig, DecideConfig, FeedbackConfig, Neighbor, apply_decision,
                      decay, decide, evict, forget_request, to_item)
-from .extract import Candidate, extract
+from .extract import CORRECTION, Candidate, extract, normalise_value
+from .statements import COMPLETION, completes
+from .values import ValueMatcher
 from .forget import Forgetter
 from .items import ItemWriter
 from .llm import LLMExtractor
@@ -47,6 +51,8 @@ __all__ = ["PipelineConfig", "Pipeline", "MaintenanceReport"]
 log = logging.getLogger("memstrata.pipeline")
 
 _SEMANTIC = Filters(layers=(Layer.SEMANTIC,))
+_ACTIVE_ANY = Filters()
+_OPEN_TODOS = Filters(kinds=(Kind.TODO,))
 _OPS = {Action.BOOST: "boost", Action.SUPERSEDE: "supersede", Action.KEEP_BOTH: "edit"}
 
 
@@ -96,11 +102,17 @@ class MaintenanceReport:
                 "queued": list(self.queued)}
 
 
-def _chat(messages: Sequence[Message]) -> int:
-    return sum(1 for m in messages if m.role in (Role.USER, Role.ASSISTANT))
+def _names(query: str, cand: Candidate) -> bool:
+    """Does a forget query ("phone number", "电话号码") describe this candidate?"""
+    q = query.casefold().strip()
+    text = " ".join(x for x in (cand.content, cand.attribute, cand.value) if x).casefold()
+    if q and q in text:
+        return True
+    words = [w for w in re.findall(r"[a-z0-9]{3,}", q) if w not in ("the", "and", "about", "that")]
+    return bool(words) and all(w in text for w in words)
 
 
-class _PipelineBackend(Lifecycle, MessageLog, ItemStore, JobQueue, SearchIndex, VectorCache,
+class _PipelineBackend(Lifecycle, MessageLog, ItemStore, JobQueue, SearchIndex, VectorCache, MetaStore,
                        Protocol):
     """What the write path needs of a store."""
 
@@ -122,64 +134,130 @@ class Pipeline:
         self.indexer: Indexer = writer.indexer
         self.config = config
         self.extractor = extractor  # the LLM path, when one is configured
+        self.values = ValueMatcher(embedder)
 
     # -- the extract job --------------------------------------------------------------
     def run_extract(self, job: Job) -> None:
         """Apply one ``extract`` job: payload ``{session_id, from_seq, to_seq}``.
 
         Candidates come only from the job's own user turns (earlier turns of the window
-        were applied by earlier jobs). When the session holds fewer than two chat turns
-        the job defers: the next job of the session starts from its first turn. A user
-        turn that asks to forget ("forget my address", "忘掉这个") deletes what it names
-        — a query is searched among the user's items; an empty one means the items
-        extracted from the previous user turn — and, with ``forget_messages``, the raw
-        turns those items came from.
+        are context, applied by earlier jobs); a lone user turn is read at once. A user
+        turn that asks to forget ("forget my phone number", "could you forget that?",
+        "忘掉我刚才说的…") is resolved against this batch as well as what is stored: the
+        statement it names — the previous user turn for "that", the items and this
+        batch's statements matching a described query — is not written, its items are
+        deleted, and so are the raw turns that state it, the request turn included when
+        it repeats what it asks to forget. The job's result counts what was forgotten
+        (never the content). A stated completion marks the matching open todo done; a
+        bare correction ("不是上海，是北京") edits the slot that held the wrong value.
         """
         scope = job.scope
         sid, lo, hi = job.payload["session_id"], int(job.payload["from_seq"]), int(job.payload["to_seq"])
-        ctx = self.config.window
-        start = 0 if lo <= ctx + 2 else lo - ctx
+        start = max(0, lo - self.config.window)
         messages = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
         # the job's turns get their vectors here when add() indexed only their words
         # (embedding is the slow part of a write); from the cache when it did not
         self.indexer.index_turns(scope, sid, [m for m in messages if m.seq >= lo])
-        before = [m for m in messages if m.seq < lo]
-        if start == 0 and _chat(before) < 2:
-            lo = 0  # earlier jobs of this session deferred: they had under two turns
         own = [m for m in messages if m.seq >= lo]
+        own_ids = {m.id for m in own}
         forgets = {m.id: q for m in own if m.role is Role.USER
                    and (q := forget_request(m)) is not None}
-        own_ids = {m.id for m in own}
+        stated = self._stated_before(messages, forgets)  # "forget that" → the turn it means
+        every = [c for c in extract(messages, window=0) if set(c.source_message_ids) & own_ids]
+        named = [c for c in every if any(q and _names(q, c) for q in forgets.values())]
+        silenced = set(forgets) | set(stated) | {m for c in named for m in c.source_message_ids}
 
-        def from_this_job(c: Candidate) -> bool:  # read from the job's turns, not a forget turn
-            return bool(set(c.source_message_ids) & own_ids) and not set(c.source_message_ids) & set(forgets)
+        def kept(c: Candidate) -> bool:  # read from the job's turns, not a forgotten one
+            return bool(set(c.source_message_ids) & own_ids) and not set(c.source_message_ids) & silenced
 
-        candidates = [c for c in extract(messages, window=0) if from_this_job(c)]
+        candidates = [c for c in every if kept(c)]
         if self.extractor is not None:  # one call for the job; the rules fill in
             candidates = [c for c in self.extractor.extract(
-                scope, messages, [m for m in own if m.id not in forgets], candidates)
-                if from_this_job(c)]
+                scope, messages, [m for m in own if m.id not in silenced], candidates) if kept(c)]
         screened = screen(candidates, self.config.credibility)
         if screened.session_only or screened.dropped:
             log.debug("job %s: %d session-only and %d dropped candidates not stored", job.id,
                       len(screened.session_only), len(screened.dropped))
-        keep = list(screened.long_term)
         now = utcnow()
-        probes = [item_texts(self._as_item(c, scope, now, sid))[3] for c in keep]
-        vectors = embed_cached(self.store, self.embedder, probes) if probes else None
-        forget_ids = self._forget_targets(scope, messages, forgets)
+        keep = self._resolve_corrections(scope, list(screened.long_term))
+        vectors = self.embed_probes(scope, keep, now, sid) if keep else None
+        forget_ids = self._forget_targets(scope, messages, forgets, stated)
+        # turns that state what is forgotten: the statement "that" meant, this batch's
+        # statements a query named, and a request that repeats what it asks to forget
+        turns = set(stated) | {m for c in named for m in c.source_message_ids} | {
+            mid for mid, q in forgets.items() if q}
         # band judgments before the transaction: no LLM call while holding the write lock
         verdicts = self._prejudge(scope, keep, vectors) if self.extractor is not None and keep else {}
+        result: dict[str, Any] = {"candidates": len(candidates), "kept": len(keep)}
         with self.store.transaction():
             hits = [self.store.vector_search(scope, vector, _SEMANTIC, self.config.neighbours)
                     for vector in (vectors if vectors is not None else ())]
+            gone_turns = 0
+            if self.config.forget_messages:
+                for item_id in forget_ids:
+                    turns.update(self._sources(scope, item_id))
             if forget_ids:
-                self.forgetter.forget(scope, forget_ids, messages=self.config.forget_messages)
-            written = self._apply(scope, keep, vectors, hits, set(forget_ids), job, now, sid, verdicts)
-            self.store.finish_job(job)
-        log.info("job %s (extract %r/%s turns %d-%d): %d candidate(s), %d kept, %d write(s), "
-                 "%d forgotten", job.id, scope.user_id, sid, lo, hi, len(candidates), len(keep),
-                 written, len(forget_ids))
+                self.forgetter.forget(scope, forget_ids, messages=False)
+            if turns and self.config.forget_messages:
+                gone_turns = self.forgetter.forget_turns(scope, sorted(turns))
+            counts = self._apply(scope, keep, vectors, hits, set(forget_ids), job, now, sid, verdicts)
+            result.update(counts)
+            if forgets:
+                result["forgotten"] = {"requests": len(forgets), "items": len(forget_ids),
+                                       "statements": len(named) + len(stated), "turns": gone_turns}
+            self.store.finish_job(job, result=result)
+        log.info("job %s (extract %r/%s turns %d-%d): %s", job.id, scope.user_id, sid, lo, hi, result)
+
+    def _stated_before(self, messages: Sequence[Message], forgets: dict[str, str]) -> list[str]:
+        """For each "forget that" (an empty query), the user turn it means: the last user
+        turn before it that is not itself a request to forget — in this batch or earlier."""
+        out: list[str] = []
+        for mid, query in forgets.items():
+            if query:
+                continue
+            seq = next(m.seq for m in messages if m.id == mid)
+            previous = [m for m in messages if m.role is Role.USER and m.seq < seq
+                        and m.id not in forgets and forget_request(m) is None]
+            if previous:
+                out.append(previous[-1].id)
+        return list(dict.fromkeys(out))
+
+    def _resolve_corrections(self, scope: Scope, cands: list[Candidate]) -> list[Candidate]:
+        """A bare correction ("不是上海，是北京", "6, not 5") becomes an edit of the slot
+        whose value it says was wrong; with no such slot it is dropped. Completions
+        pass through (the writer matches them to todos)."""
+        if not any(c.attribute == CORRECTION for c in cands):
+            return cands
+        items = sorted(self.store.list_items(scope, _ACTIVE_ANY, limit=10_000),
+                       key=lambda i: i.updated_at, reverse=True)
+        out = []
+        for cand in cands:
+            if cand.attribute != CORRECTION:
+                out.append(cand)
+                continue
+            old = normalise_value(cand.replaces) or ""
+            target = next((i for i in items if i.attribute and old and (
+                normalise_value(i.value) == old or (cand.replaces or "") in i.content)), None)
+            if target is None or not cand.replaces or not cand.value:
+                log.debug("correction %r: no slot holds %r", cand.value, cand.replaces)
+                continue
+            out.append(replace(cand, kind=target.kind, subject=target.subject or "user",
+                               attribute=target.attribute, value=cand.value,
+                               content=target.content.replace(cand.replaces, cand.value)))
+        return out
+
+    def embed_probes(self, scope: Scope, cands: Sequence[Candidate], now: datetime,
+                     sid: str) -> np.ndarray:
+        """The vectors candidates are compared with stored items by (through the cache)."""
+        probes = [item_texts(self._as_item(c, scope, now, sid))[3] for c in cands]
+        return embed_cached(self.store, self.embedder, probes)
+
+    def apply(self, scope: Scope, cands: Sequence[Candidate], vectors: np.ndarray,
+              hits: Sequence[list[tuple[str, float]]], job: Job, now: datetime,
+              sid: str) -> dict[str, int]:
+        """Decide and write candidates against their neighbours (``hits``), inside the
+        caller's transaction: what consolidation shares with the extract job."""
+        return self._apply(scope, cands, vectors, hits, set(), job, now, sid)
 
     def _as_item(self, cand: Candidate, scope: Scope, now: datetime, sid: str) -> MemoryItem:
         return to_item(cand, id="probe", user_id=scope.user_id, now=now,
@@ -199,7 +277,8 @@ class Pipeline:
                     neighbours.append(Neighbor(self.store.get_item(scope, item_id), cos))
                 except NotFoundError:
                     pass
-            decide(cand, neighbours, self.config.decide,
+            decide(cand, neighbours, self.config.decide, same_value=self.values.same,
+                   covers=self.values.covers,
                    judge=lambda c, item: asked.append((c, item)))  # records, answers None
         judge = self.extractor.judge(scope)
         out = {}
@@ -212,8 +291,8 @@ class Pipeline:
     def _apply(self, scope: Scope, cands: Sequence[Candidate], vectors: np.ndarray | None,
                hits: Sequence[list[tuple[str, float]]], gone: set[str], job: Job,
                now: datetime, sid: str, verdicts: dict[tuple[str, str, int], str] | None = None,
-               ) -> int:
-        """Decide and write each candidate; the number of item versions written."""
+               ) -> dict[str, int]:
+        """Decide and write each candidate; counts of versions written and todos done."""
         def judge(cand: Candidate, item: MemoryItem) -> str | None:
             return verdicts.get((cand.content, item.id, item.version)) if verdicts else None
 
@@ -223,23 +302,36 @@ class Pipeline:
                 state[item_id] = self.store.get_item(scope, item_id)
             except NotFoundError:
                 pass
+        todos = None
         fresh: list[tuple[str, np.ndarray]] = []  # items written by this job, with vectors
-        written = 0
+        written = done = 0
         for i, cand in enumerate(cands):
             assert vectors is not None
+            actor = self._actor(cand, None)
+            if cand.attribute == COMPLETION:
+                if todos is None:
+                    todos = [t for t in self.store.list_items(scope, _OPEN_TODOS, limit=1000)
+                             if t.id not in gone]
+                todo = completes(cand, todos)
+                if todo is not None:  # "I already booked the dentist": that todo is done
+                    todos.remove(todo)
+                    new = todo.evolve(status=Status.DONE, updated_at=now,
+                                      metadata={**todo.metadata, "done_by": cand.source_message_ids[:1]})
+                    state[todo.id] = self.writer.write(scope, new, todo, "status", actor,
+                                                       "said done", now)
+                    done += 1
+                    continue
+                cand = replace(cand, attribute="events")  # nothing open: an event of its own
             near = {item_id: cos for item_id, cos in hits[i] if item_id in state}
             near.update({item_id: float(vectors[i] @ vec) for item_id, vec in fresh})
             neighbours = [Neighbor(state[item_id], cos) for item_id, cos in near.items()]
-            decision = decide(cand, neighbours, self.config.decide, judge=judge if verdicts else None)
+            decision = decide(cand, neighbours, self.config.decide,
+                              judge=judge if verdicts else None, same_value=self.values.same,
+                              covers=self.values.covers)
             existing = state.get(decision.target_id) if decision.target_id else None
             rows = apply_decision(decision, cand, existing, id=new_id("mem"), user_id=scope.user_id,
                                   now=now, namespace=scope.namespace, session_id=sid)
-            if cand.rule.startswith("llm:"):
-                actor = cand.rule
-            elif decision.reason == "llm" and self.extractor is not None:
-                actor = self.extractor.source  # a rule candidate, an LLM verdict
-            else:
-                actor = f"rule:{cand.rule or 'extract'}"
+            actor = self._actor(cand, decision)
             for row in rows:
                 row = row.evolve(metadata={**row.metadata, "job": job.id, "source": actor})
                 old = existing if existing is not None and row.id == existing.id else None
@@ -248,22 +340,33 @@ class Pipeline:
                 written += 1
                 if old is None:
                     fresh.append((row.id, vectors[i]))
-        return written
+        return {"written": written, "todos_done": done}
+
+    def _actor(self, cand: Candidate, decision: Any) -> str:
+        if cand.rule.startswith("llm:"):
+            return cand.rule
+        if decision is not None and decision.reason == "llm" and self.extractor is not None:
+            return self.extractor.source  # a rule candidate, an LLM verdict
+        return f"rule:{cand.rule or 'extract'}"
+
+    def _sources(self, scope: Scope, item_id: str) -> set[str]:
+        out: set[str] = set()
+        for version in self.store.history(scope, item_id):
+            for value in (version.before, version.after):
+                out.update((value or {}).get("source_message_ids") or ())
+        return out
 
     def _forget_targets(self, scope: Scope, messages: Sequence[Message],
-                        forgets: dict[str, str]) -> list[str]:
+                        forgets: dict[str, str], stated: Sequence[str]) -> list[str]:
+        """Stored items the requests name: a described query's matches, and the items
+        extracted from the turns a "forget that" meant."""
         out: list[str] = []
-        for mid, query in forgets.items():
+        for query in forgets.values():
             if query:
                 out += self.matching(scope, query)
-                continue
-            seq = next(m.seq for m in messages if m.id == mid)
-            previous = [m for m in messages if m.role is Role.USER and m.seq < seq
-                        and forget_request(m) is None]
-            if previous:
-                source = previous[-1].id
-                items = self.store.list_items(scope, Filters(statuses=tuple(Status)), limit=10**6)
-                out += [i.id for i in items if source in i.source_message_ids]
+        if stated:
+            items = self.store.list_items(scope, Filters(statuses=tuple(Status)), limit=10**6)
+            out += [i.id for i in items if set(stated) & set(i.source_message_ids)]
         return list(dict.fromkeys(out))
 
     def matching(self, scope: Scope, query: str) -> list[str]:

@@ -2,8 +2,10 @@
 aggregated from active memory items and injected into every prompt.
 
 "A thousand fragments are worth less than one concise portrait": the profile holds the
-name, role, long-term goals, current major matters, key preferences and the language to
-answer in — nothing else — and renders as a short block in Chinese or English.
+name, role, long-term goals, current major matters, key preferences, the language to
+answer in and the people in the user's life (what is known about the user's husband, boss,
+son… — never mixed into the user's own parts) — and renders as a short block in Chinese
+or English.
 """
 
 from __future__ import annotations
@@ -31,19 +33,22 @@ class Profile:
     current: tuple[str, ...] = ()
     preferences: tuple[str, ...] = ()
     language: str | None = None
+    #: one line per person in the user's life: "husband: User's husband is diabetic; …"
+    people: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def is_empty(self) -> bool:
         """True when nothing is known yet."""
         return not (self.name or self.role or self.goals or self.current
-                    or self.preferences or self.language)
+                    or self.preferences or self.language or self.people)
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (the shape the API and the inspector show)."""
         return {"name": self.name, "role": self.role, "goals": list(self.goals),
                 "current": list(self.current), "preferences": list(self.preferences),
-                "language": self.language, "sources": list(self.sources)}
+                "language": self.language, "people": list(self.people),
+                "sources": list(self.sources)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Profile":
@@ -73,7 +78,9 @@ def aggregate(items: Iterable[MemoryItem], *, max_per_part: int = 5) -> Profile:
     For single-valued attributes the latest item wins, even if an older one was never
     superseded; multi-valued parts keep the ``max_per_part`` most important items.
     """
-    active = [i for i in items if i.status is Status.ACTIVE]
+    every = [i for i in items if i.status is Status.ACTIVE]
+    active = [i for i in every if (i.subject or "user") == "user"]
+    others = [i for i in every if (i.subject or "user") != "user"]
     latest: dict[str, MemoryItem] = {}
     for item in sorted(active, key=_recency):
         if item.attribute and cardinality(item.attribute) == "single":
@@ -93,15 +100,31 @@ def aggregate(items: Iterable[MemoryItem], *, max_per_part: int = 5) -> Profile:
     prefs = top(lambda i: i.kind is Kind.INSTRUCTION or i.attribute in _PREF_ATTRS)
     lang_item = latest.get("answer_language")
     language = _LANGS.get(lang_item.value or "", lang_item.value) if lang_item else _majority_lang(usable)
-    used = [x for x in [name, *roles, *goals, *current, *prefs, lang_item] if x is not None]
+    people, known = _people(others, max_per_part)
+    used = [x for x in [name, *roles, *goals, *current, *prefs, lang_item, *known] if x is not None]
     return Profile(
         name=name.value if name else None,
         role="; ".join(r.content for r in roles) or None,
         goals=tuple(g.content for g in goals),
         current=tuple(c.content for c in current),
         preferences=tuple(p.content for p in prefs),
-        language=language,
+        language=language, people=people,
         sources=tuple(dict.fromkeys(x.id for x in used)))
+
+
+def _people(items: list[MemoryItem], limit: int) -> tuple[tuple[str, ...], list[MemoryItem]]:
+    """A line per person (most important first), their latest facts, at most ``limit``
+    people and three facts each."""
+    by: dict[str, list[MemoryItem]] = {}
+    for item in sorted(items, key=lambda i: (-_rank(i), -i.updated_at.timestamp())):
+        by.setdefault(item.subject or "", []).append(item)
+    lines, used = [], []
+    for subject, facts in list(by.items())[:limit]:
+        chosen = facts[:3]
+        used += chosen
+        sep = "；" if detect_language(chosen[0].content) == "zh" else "; "
+        lines.append(f"{subject}: {sep.join(f.content for f in chosen)}")
+    return tuple(lines), used
 
 
 def _majority_lang(items: list[MemoryItem]) -> str | None:
@@ -113,14 +136,15 @@ def _majority_lang(items: list[MemoryItem]) -> str | None:
 
 _LABELS = {
     "en": ("User profile", "Name", "Role", "Long-term goals", "Current matters",
-           "Key preferences", "Language", "(nothing known yet)"),
-    "zh": ("用户档案", "称呼", "身份", "长期目标", "当前事项", "关键偏好", "语言", "（暂无信息）"),
+           "Key preferences", "Language", "(nothing known yet)", "People in the user's life"),
+    "zh": ("用户档案", "称呼", "身份", "长期目标", "当前事项", "关键偏好", "语言", "（暂无信息）",
+           "生活中的人"),
 }
 
 
 def render(profile: Profile, lang: str = "en") -> str:
     """The profile as a short text block for a system prompt, in ``"en"`` or ``"zh"``."""
-    title, n, r, g, c, p, lg, empty = _LABELS["zh" if lang == "zh" else "en"]
+    title, n, r, g, c, p, lg, empty, ppl = _LABELS["zh" if lang == "zh" else "en"]
     sep = "；" if lang == "zh" else "; "
     colon = "：" if lang == "zh" else ": "
     lines = [f"[{title}]"]
@@ -129,6 +153,8 @@ def render(profile: Profile, lang: str = "en") -> str:
                          (lg, profile.language)):
         if value:
             lines.append(f"- {label}{colon}{value}")
+    if profile.people:
+        lines.append(f"- {ppl}{colon}" + "".join(f"\n  - {line}" for line in profile.people))
     if len(lines) == 1:
         lines.append(empty)
     return "\n".join(lines)

@@ -63,7 +63,7 @@ class Profiles:
         changes = {k: (tuple(v) if isinstance(v, (list, tuple)) else v)
                    for k, v in versions[-1].data.items() if k in PROFILE_FIELDS}
         return Profile(**{**{k: getattr(base, k) for k in PROFILE_FIELDS}, **changes},
-                       sources=base.sources)
+                       people=base.people, sources=base.sources)
 
     def update(self, scope: Scope, changes: Mapping[str, Any], *, actor: str = "api",
                reason: str = "update_profile() call") -> Profile:

@@ -126,4 +126,7 @@ CREATE TABLE rate_windows (
     PRIMARY KEY (bucket, window_min)
 )
 """),
+    ("0004_p8_job_result", """
+ALTER TABLE jobs ADD COLUMN result JSONB
+"""),
 ]

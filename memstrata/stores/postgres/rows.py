@@ -30,7 +30,7 @@ def _message(row: dict[str, Any]) -> Message:
 def _job(row: dict[str, Any]) -> Job:
     return Job(row["id"], row["namespace"], row["user_id"], row["kind"], row["payload"] or {},
                row["status"], row["attempts"], row["created_at"], row["updated_at"], row["worker"],
-               row["lease_until"], row["last_error"])
+               row["lease_until"], row["last_error"], row.get("result"))
 
 
 def _session(row: dict[str, Any]) -> SessionRecord:
@@ -295,17 +295,18 @@ class PostgresRows(PostgresConnection):
                 {"w": worker, "at": at, "lease": at + timedelta(seconds=lease_s)})
         return _job(rows[0]) if rows else None
 
-    def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3) -> None:
+    def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3,
+                   result: Mapping[str, Any] | None = None) -> None:
         key = (job.namespace, job.user_id, job.id)
         with self.transaction():
             rows = self._x("SELECT status, worker, attempts FROM jobs WHERE namespace=%s AND "
                            "user_id=%s AND id=%s FOR UPDATE", key)
             if not rows or rows[0]["status"] != "running" or rows[0]["worker"] != job.worker:
                 raise policy.not_claimed(job.id, job.worker)
-            self._x("UPDATE jobs SET status=%s, last_error=%s, updated_at=%s, lease_until=NULL "
-                    "WHERE namespace=%s AND user_id=%s AND id=%s",
-                    (policy.job_outcome(rows[0]["attempts"], max_attempts, error), error, utcnow(),
-                     *key))
+            self._x("UPDATE jobs SET status=%s, last_error=%s, result=%s, updated_at=%s, "
+                    "lease_until=NULL WHERE namespace=%s AND user_id=%s AND id=%s",
+                    (policy.job_outcome(rows[0]["attempts"], max_attempts, error), error,
+                     as_json(dict(result)) if result is not None else None, utcnow(), *key))
 
     def list_jobs(self, scope: Scope | None = None, *, statuses: Sequence[str] = (),
                   created_before: datetime | None = None, limit: int = 1000) -> list[Job]:
@@ -331,11 +332,13 @@ class PostgresRows(PostgresConnection):
 
         with self.transaction():
             self._many("INSERT INTO jobs (namespace, user_id, id, kind, payload, status, "
-                       "attempts, worker, lease_until, created_at, updated_at, last_error) "
-                       "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                       "attempts, worker, lease_until, created_at, updated_at, last_error, "
+                       "result) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                        [(scope.namespace, scope.user_id, j.id, j.kind, as_json(dict(j.payload)),
                          j.status, j.attempts, j.worker, j.lease_until, j.created_at,
-                         j.updated_at, j.last_error) for j in jobs], taken=taken)
+                         j.updated_at, j.last_error,
+                         as_json(dict(j.result)) if j.result is not None else None)
+                        for j in jobs], taken=taken)
 
     # -- users ----------------------------------------------------------------------
     def list_users(self) -> list[Scope]:

@@ -142,4 +142,7 @@ CREATE TABLE rate_windows (
     PRIMARY KEY (bucket, window)
 )
 """),
+    ("0004_p8_job_result", """
+ALTER TABLE jobs ADD COLUMN result TEXT
+"""),
 ]

@@ -47,7 +47,8 @@ def _message_from_row(row: sqlite3.Row) -> Message:
 def _job_from_row(row: sqlite3.Row) -> Job:
     return Job(row["id"], row["namespace"], row["user_id"], row["kind"], json.loads(row["payload"]),
                row["status"], row["attempts"], _ts(row["created_at"]), _ts(row["updated_at"]),
-               row["worker"], from_timestamp(row["lease_until"]), row["last_error"])
+               row["worker"], from_timestamp(row["lease_until"]), row["last_error"],
+               json.loads(row["result"]) if row["result"] else None)
 
 
 def _session_from_row(row: sqlite3.Row) -> SessionRecord:
@@ -313,7 +314,8 @@ class SQLiteRows(SQLiteConnection):
         assert row is not None
         return _job_from_row(row)
 
-    def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3) -> None:
+    def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3,
+                   result: Mapping[str, Any] | None = None) -> None:
         now = utcnow().timestamp()
         with self.transaction():
             key = (job.namespace, job.user_id, job.id)
@@ -321,9 +323,10 @@ class SQLiteRows(SQLiteConnection):
                           "user_id=? AND id=?", key).fetchone()
             if row is None or row["status"] != "running" or row["worker"] != job.worker:
                 raise policy.not_claimed(job.id, job.worker)
-            self._x("UPDATE jobs SET status=?, last_error=?, updated_at=?, lease_until=NULL "
-                    "WHERE namespace=? AND user_id=? AND id=?",
-                    (policy.job_outcome(row["attempts"], max_attempts, error), error, now, *key))
+            self._x("UPDATE jobs SET status=?, last_error=?, result=?, updated_at=?, "
+                    "lease_until=NULL WHERE namespace=? AND user_id=? AND id=?",
+                    (policy.job_outcome(row["attempts"], max_attempts, error), error,
+                     dumps(dict(result)) if result is not None else None, now, *key))
 
     def list_jobs(self, scope: Scope | None = None, *, statuses: Sequence[str] = (),
                   created_before: datetime | None = None, limit: int = 1000) -> list[Job]:
@@ -350,11 +353,12 @@ class SQLiteRows(SQLiteConnection):
         with self.transaction():
             self._insert_many(
                 "INSERT INTO jobs (id, namespace, user_id, kind, payload, status, attempts, "
-                "worker, lease_until, created_at, updated_at, last_error) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "worker, lease_until, created_at, updated_at, last_error, result) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [(j.id, scope.namespace, scope.user_id, j.kind, dumps(dict(j.payload)), j.status,
                   j.attempts, j.worker, j.lease_until.timestamp() if j.lease_until else None,
-                  j.created_at.timestamp(), j.updated_at.timestamp(), j.last_error)
+                  j.created_at.timestamp(), j.updated_at.timestamp(), j.last_error,
+                  dumps(dict(j.result)) if j.result is not None else None)
                  for j in jobs], taken=taken)
 
     # -- users ----------------------------------------------------------------------
