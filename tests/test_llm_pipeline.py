@@ -173,6 +173,22 @@ def test_scenarios_survive_a_garbage_llm(server, script) -> None:
         assert report.skipped == {}
 
 
+def test_the_assistants_self_introduction_is_never_a_user_fact(server, script) -> None:
+    # issue 17: the response SmolLM2 gave for this window, recorded; the user's turn shares
+    # "Lin" and "name" with the item, the assistant's turn says it
+    script["extract"] = [(200, _items(
+        {"kind": "fact", "content": "User's name is Lin", "subject": "user", "value": "Lin",
+         "confidence": 0.9},
+        {"kind": "fact", "content": "User has knee pain", "value": "knee pain"}))]
+    with _memory(server) as memory:
+        memory.add([{"role": "user", "content": "Hi Lin, nice name! My knee hurts."},
+                    {"role": "assistant", "content": "Hi! My name is Lin, I'm your physiotherapist. "
+                                                     "What brings you to my office today?"}],
+                   user_id="u-lin", session_id="s1")
+        memory.flush(timeout=120)
+        assert [i.content for i in memory.list("u-lin")] == ["User has knee pain"]
+
+
 def test_daily_budget_turns_the_llm_off_and_is_recorded(server, script) -> None:
     script["extract"] = [(200, _items({"kind": "preference", "content": f"User likes {s}",
                                        "value": s})) for s in ("tea", "chess", "golf")]
@@ -304,7 +320,8 @@ def test_end_to_end_with_smollm2(tmp_path) -> None:
         with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder="hash:256", llm=llm,
                     worker="off", llm_max_tokens=96) as memory:
             memory.add([{"role": "user", "content": "I use Java at work every day."},
-                        {"role": "assistant", "content": "OK."},
+                        {"role": "assistant", "content": "Hi! My name is Lin. What brings you "
+                                                         "to my office today?"},
                         {"role": "user", "content": "I'm from Mars, haha"},
                         {"role": "assistant", "content": "Ha."}], user_id="u", session_id="s1")
             memory.add([{"role": "user", "content": "I switched from Java to Go last month."},
@@ -315,6 +332,7 @@ def test_end_to_end_with_smollm2(tmp_path) -> None:
             java = next(i for i in items if i.value == "Java")
             assert go.status is Status.ACTIVE and go.version == 2 and java.status is Status.SUPERSEDED
             assert all("mars" not in i.content.lower() for i in memory.list("u"))
+            assert all("lin" not in i.content.lower().split() for i in memory.list("u"))
             for item in items:
                 assert 0.0 <= item.confidence <= 1.0 and 0.0 <= item.importance <= 1.0
             _paths_are_recorded(memory, "u")

@@ -152,8 +152,9 @@ def test_cli_export_and_restore(tmp_path, pg_url, monkeypatch) -> None:
     result = runner.invoke(cli, ["restore", "--store", pg_url, str(out)])
     assert result.exit_code == 0, result.output
     assert "restored 1 users" in result.output and "with hash:256" in result.output
+    # turns only: a search touches the items it returns, and the export must match byte for byte
     result = runner.invoke(cli, ["search", "--store", pg_url, "--embedder", "hash:256",
-                                 "--user", "lin", "second session"])
+                                 "--user", "lin", "--layer", "episodic", "second session"])
     assert "second session" in result.output
     again = runner.invoke(cli, ["restore", "--store", pg_url, str(out)])
     assert again.exit_code == 1 and "already has memory" in again.output

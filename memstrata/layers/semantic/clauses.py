@@ -270,8 +270,9 @@ def _split(text: str) -> list[str]:
         sentence = sentence.strip()
         if not sentence:
             continue
-        splitter = _SPLIT_ZH if detect_language(sentence) == "zh" else _SPLIT_EN
-        out += [part.strip(" ,，") for part in splitter.split(sentence) if part and part.strip(" ,，")]
+        # both splitters: "我周末喜欢爬山 and I switched to Go" is two clauses in two languages
+        for piece in _SPLIT_EN.split(sentence):
+            out += [part.strip(" ,，") for part in _SPLIT_ZH.split(piece or "") if part and part.strip(" ,，")]
         if len(out) >= _MAX_CLAUSES:
             break
     return out[:_MAX_CLAUSES]
