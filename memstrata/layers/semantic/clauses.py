@@ -272,7 +272,8 @@ def _split(text: str) -> list[str]:
             continue
         # both splitters: "我周末喜欢爬山 and I switched to Go" is two clauses in two languages
         for piece in _SPLIT_EN.split(sentence):
-            out += [part.strip(" ,，") for part in _SPLIT_ZH.split(piece or "") if part and part.strip(" ,，")]
+            out += [part.strip(" ,，") for part in _SPLIT_ZH.split(piece or "")
+                    if part and part.strip(" ,，")]
         if len(out) >= _MAX_CLAUSES:
             break
     return out[:_MAX_CLAUSES]
