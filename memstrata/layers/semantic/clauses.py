@@ -114,6 +114,7 @@ _CORRECT_EN = re.compile(r"(?:,\s*|\s+)(?:and )?not (?P<old>[\w'’-]+(?: [\w'�
 _CORRECT_ZH = re.compile(r"^不是(?P<old>[^，,。]{1,15}?)[，,]?(?:而)?是(?P<new>[^，,。]{1,15}?)[。！!]*$"
                          r"|^(?P<new2>[^，,。]{1,15}?)[，,]不是(?P<old2>[^，,。]{1,15}?)[。！!]*$")
 _MAX_CLAUSES = 200  # an utterance pasted at 100k characters: read a bounded prefix
+_MAX_CLAUSE_CHARS = 600  # and no clause longer than a statement: the rules' cost is bounded
 
 
 @dataclass(slots=True)
@@ -267,12 +268,12 @@ def _zh_clause(text: str, people: People, first: bool) -> Clause:
 def _split(text: str) -> list[str]:
     out: list[str] = []
     for sentence in _SPLIT.split(text or ""):
-        sentence = sentence.strip()
+        sentence = sentence.strip()[:_MAX_CLAUSE_CHARS * 4]
         if not sentence:
             continue
         # both splitters: "我周末喜欢爬山 and I switched to Go" is two clauses in two languages
         for piece in _SPLIT_EN.split(sentence):
-            out += [part.strip(" ,，") for part in _SPLIT_ZH.split(piece or "")
+            out += [part.strip(" ,，")[:_MAX_CLAUSE_CHARS] for part in _SPLIT_ZH.split(piece or "")
                     if part and part.strip(" ,，")]
         if len(out) >= _MAX_CLAUSES:
             break

@@ -10,7 +10,8 @@ so the session's items exist). :meth:`Consolidator.run` then, in one transaction
   the LLM summariser when one is configured, the extractive one offline) and the facts
   the session taught: searchable as "what happened in that conversation";
 * **distils facts** from the summary's parts (goal, decisions, constraints) with the
-  same rules the turns went through, deciding against what is stored — a decision the
+  same rules the turns went through (and, with an LLM configured, one metered extraction
+  call over them, grounded in the summary's words), deciding against what is stored — a decision the
   turns never stated in first person still becomes an item; one they did is boosted
   once, with the summary as its evidence.
 
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 from memstrata.sessions.base import SessionStore
 from memstrata.stores.base import Job
 from memstrata.text import detect_language
-from memstrata.types import Filters, Kind, MemoryItem, Scope, Status, new_id, utcnow
+from memstrata.types import Filters, Kind, MemoryItem, Message, Role, Scope, Status, new_id, utcnow
 
 from .credibility import screen
 from .extract import extract_text
@@ -87,6 +88,13 @@ class Consolidator:
         said = " ".join(v for k, v in parts.items() if k in ("goal", "decisions", "constraints") and v)
         found = screen(list(extract_text(said.replace("；", "。").replace("; ", ". ")))).long_term
         distilled = [c for c in found if c.attribute not in (None, "notes", "events")]
+        if self.pipeline.extractor is not None and said:
+            # with an LLM: one metered call over the summary; its items must be grounded
+            # in the summary's words, and the rules' slots win where both read a fact
+            digest = Message(Role.USER, said, utcnow(), id=f"summary:{sid}")
+            distilled = [c for c in screen(self.pipeline.extractor.extract(
+                scope, [digest], [digest], distilled)).long_term
+                if c.attribute not in ("notes", "events")]
         now = utcnow()
         with store.transaction():
             if text:
