@@ -168,6 +168,7 @@ class ProfileOut(_Out):
     current: list[str]
     preferences: list[str]
     language: str | None
+    people: list[str]
     sources: list[str]
 
 
@@ -192,6 +193,7 @@ class JobOut(_Out):
     worker: str | None
     lease_until: str | None
     last_error: str | None
+    result: JsonObject | None
 
 
 class UsageRowOut(_Out):
