@@ -8,6 +8,7 @@ from .client import Client
 from .errors import (BudgetError, ConfigError, ConflictError, JobError, MemstrataError,
                      NotFoundError, ProviderError, StoreError, ToolCallSequenceError,
                      ValidationError)
+from .knowledge import DocumentHit, IngestResult, Knowledge, KnowledgeHit
 from .memory import AddResult, Memory, UserMemory
 from .requests import ContextRequest, SearchRequest
 from .retrieval.search import SearchResult
@@ -26,6 +27,10 @@ __all__ = [
     "SearchRequest",
     "ContextRequest",
     "SearchResult",
+    "Knowledge",
+    "KnowledgeHit",
+    "DocumentHit",
+    "IngestResult",
     "Filters",
     "ItemVersion",
     "Kind",

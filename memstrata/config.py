@@ -169,6 +169,30 @@ SETTINGS: tuple[Setting, ...] = (
             low=0.0, high=1.0),
     Setting("forget_messages", True, bool,
             "'Forget that' in conversation also deletes the raw turns the items came from"),
+    Setting("kb_chunk_chars", 500, int,
+            "Knowledge base: longest chunk, in characters (a single longer sentence is cut at "
+            "a clause mark)", low=20),
+    Setting("kb_min_chunk_chars", 300, int,
+            "Knowledge base: chunks shorter than this are merged with the next paragraph "
+            "where it fits", low=0),
+    Setting("kb_cjk_weight", 1.0, float,
+            "Knowledge base: how many characters one CJK character counts as when sizing chunks",
+            low=0.1, high=10.0),
+    Setting("kb_k", 5, int, "Knowledge base: chunks context() puts into the knowledge quota",
+            low=0, high=100),
+    Setting("kb_min_score", 0.0, float,
+            "Knowledge base: chunks scoring under this are left out of searches and contexts",
+            low=0.0),
+    Setting("kb_context_weight", 0.5, float,
+            "Knowledge base: BM25 weight of a chunk's document title and heading path", low=0.0),
+    Setting("kb_stale_recalls", 5, int,
+            "Knowledge base: recalls without a use after which a chunk is stale "
+            "(down-weighted, listed by `memstrata kb stale`)", low=1),
+    Setting("kb_stale_weight", 0.8, float,
+            "Knowledge base: score factor of a stale chunk", low=0.0, high=1.0),
+    Setting("kb_used_overlap", 0.3, float,
+            "Knowledge base: share of a reply's own words found in a recalled chunk for the "
+            "chunk to count as used", low=0.0, high=1.0),
 )
 
 
@@ -229,6 +253,15 @@ class Settings:
     feedback_down: float = 0.6
     forget_similarity: float = 0.9
     forget_messages: bool = True
+    kb_chunk_chars: int = 500
+    kb_min_chunk_chars: int = 300
+    kb_cjk_weight: float = 1.0
+    kb_k: int = 5
+    kb_min_score: float = 0.0
+    kb_context_weight: float = 0.5
+    kb_stale_recalls: int = 5
+    kb_stale_weight: float = 0.8
+    kb_used_overlap: float = 0.3
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

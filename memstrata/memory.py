@@ -33,6 +33,7 @@ from typing import Any
 from .config import Settings
 from .errors import ConfigError, JobError
 from .jobs import Worker, wait_for
+from .knowledge import Knowledge, KnowledgeBase
 from .layers.context import ContextResult
 from .layers.episodic import Resume, SessionManager
 from .layers.episodic.llm import LLMSummariser
@@ -99,6 +100,7 @@ class Memory:
         self.writer = ItemWriter(self.store, self.indexer, config.feedback)
         self.profiles = Profiles(self.store)
         self.forgetter = Forgetter(self.store, self.embedder, self.indexer, self.profiles)
+        self.knowledge_base = KnowledgeBase(self.store, self.indexer, self.embedder, s)
         self.llm = self._open_llm(llm)
         self.session_manager = SessionManager(
             open_session_store(s.sessions or None, self.store, window=s.session_window),
@@ -155,6 +157,18 @@ class Memory:
         """The handle on one user's memory, in namespace ``agent`` (default: the
         ``namespace`` setting)."""
         return UserMemory(self, Scope(user_id, self.settings.namespace if agent is None else agent))
+
+    @property
+    def kb(self) -> Knowledge:
+        """The shared knowledge base of the default namespace (see :meth:`knowledge`)."""
+        return self.knowledge()
+
+    def knowledge(self, agent_id: str | None = None, user_id: str | None = None) -> Knowledge:
+        """A knowledge base handle: the shared one of namespace ``agent_id`` (default: the
+        ``namespace`` setting) — read by every user of it — and, with ``user_id``, that
+        user's private one too (the same as ``memory.user(user_id, agent=...).kb``)."""
+        namespace = self.settings.namespace if agent_id is None else agent_id
+        return Knowledge(self.knowledge_base, namespace, user_id)
 
     def users(self) -> builtins.list[Scope]:
         """Every (user, namespace) with a session or an item."""

@@ -75,10 +75,12 @@ class Status(str, Enum):
 
 
 class Layer(str, Enum):
-    """Where a search hit comes from: raw turns (episodic) or memory items (semantic)."""
+    """Where a search hit comes from: raw turns (episodic), memory items (semantic) or
+    knowledge-base chunks (knowledge, indexed in a knowledge base's own scope)."""
 
     EPISODIC = "episodic"
     SEMANTIC = "semantic"
+    KNOWLEDGE = "knowledge"
 
 
 def utcnow() -> datetime:

@@ -26,7 +26,8 @@ from tqdm import tqdm
 
 from .config import Settings
 from .errors import ValidationError
-from .layers.context import ContextResult, MemoryLine, assemble, find_trigger
+from .knowledge import Knowledge, KnowledgeBase, KnowledgeHit
+from .layers.context import ContextResult, MemoryLine, Quotas, assemble, find_trigger
 from .layers.episodic import Resume, SessionManager
 from .layers.semantic.forget import Forgetter
 from .layers.semantic.items import ItemWriter, new_item
@@ -101,6 +102,7 @@ class Engine(Protocol):
     retriever: Retriever
     writer: ItemWriter
     forgetter: Forgetter
+    knowledge_base: KnowledgeBase
     profiles: Profiles
     session_manager: SessionManager
     llm: MeteredLLM | None
@@ -135,6 +137,12 @@ class UserMemory:
 
     def __repr__(self) -> str:
         return f"UserMemory(user_id={self.user_id!r}, agent={self.agent_id!r})"
+
+    @property
+    def kb(self) -> Knowledge:
+        """The knowledge base this user reads: the namespace's shared one and their
+        private one (write there with ``private=True``). See :mod:`memstrata.knowledge`."""
+        return Knowledge(self.memory.knowledge_base, self.scope.namespace, self.scope.user_id)
 
     # -- raw turns ------------------------------------------------------------------
     def add(self, messages: Any, session_id: str = "default", *, index: bool = True,
@@ -173,6 +181,9 @@ class UserMemory:
             job = m.enqueue_summary(self.scope, session_id) or job
         if job is not None:
             m.wake_worker()
+        replies = [msg.content for msg in stored if msg.role is Role.ASSISTANT and msg.content]
+        if replies:  # knowledge chunks recalled for this reply: were they used? (R4.3)
+            m.knowledge_base.replied(self.scope, session_id, "\n".join(replies))
         log.info("add %d message(s) to %r/%s%s", len(stored), self.user_id, session_id,
                  " (extraction queued)" if job is not None else "")
         return AddResult(session_id, stored)
@@ -264,7 +275,10 @@ class UserMemory:
 
     def forget_all(self, *, messages: bool = True) -> None:
         """Forget everything of the user (items, versions, jobs, profile, index, cached
-        vectors and, with ``messages``, sessions and raw turns), then compact the store."""
+        vectors and, with ``messages``, sessions, raw turns and the user's private
+        knowledge base), then compact the store."""
+        if messages:
+            self.memory.knowledge_base.forget_private(self.scope)
         self.memory.forgetter.forget_user(self.scope, messages=messages)
 
     def feedback(self, item_id: str, signal: str) -> MemoryItem:
@@ -347,7 +361,11 @@ class UserMemory:
         ``messages`` are what the caller would send (default: the session's recent
         messages). Adds the core profile, the session summary and — on a trigger word in
         ``query`` or the last user message, or with ``recall="deep"`` — memories found by
-        :meth:`search`; ``recall="light"`` adds the profile only. Options are the fields
+        :meth:`search`; ``recall="light"`` adds the profile only. The knowledge quota is
+        filled with the best ``kb_k`` chunks of the knowledge bases the user reads (see
+        :attr:`kb`), quoted with their source; chunks that make it in are counted as
+        recalled, and the reply passed to :meth:`add` says whether they were used.
+        Options are the fields
         of :class:`~memstrata.requests.ContextRequest` (``budget``, ``quotas``,
         ``query``, ``recall``, ``k``, ``policy``, ``tokenizer``). Returns a
         :class:`~memstrata.layers.context.ContextResult` (``messages``, ``report``).
@@ -377,11 +395,26 @@ class UserMemory:
                 lines.append(MemoryLine(hit.id, hit.text, hit.score, hit.created_at.date().isoformat()))
         summary = state.summary.render() if state.summary is not None and state.status == "open" \
             else None
-        return assemble(sent, budget=request.budget, profile=self._profile_text(),
-                        summary=summary, memories=lines, quotas=request.quotas,
-                        recall="deep" if deep else "light", trigger=trigger,
-                        tokenizer=get_tokenizer(request.tokenizer),
-                        policy=request.policy)  # type: ignore[arg-type]
+        knowledge = self._knowledge(text or "", request.quotas)
+        result = assemble(sent, budget=request.budget, profile=self._profile_text(),
+                          summary=summary, memories=lines, quotas=request.quotas,
+                          knowledge=[MemoryLine(h.id, h.content, h.score, h.label) for h in knowledge],
+                          recall="deep" if deep else "light", trigger=trigger,
+                          tokenizer=get_tokenizer(request.tokenizer),
+                          policy=request.policy)  # type: ignore[arg-type]
+        kept = set(result.report.kept_ids)
+        recalled = [(h.kb, h.id) for h in knowledge if h.id in kept]
+        if recalled:  # settled by the reply passed to add() (R4.3)
+            m.knowledge_base.recalled(self.scope, request.session_id, recalled, text or "")
+        return result
+
+    def _knowledge(self, text: str, quotas: Any) -> builtins.list[KnowledgeHit]:
+        """The knowledge-base chunks for this turn (none when the knowledge quota is 0,
+        ``kb_k`` is 0 or neither knowledge base has a document)."""
+        k = self.memory.settings.kb_k
+        if not k or not text.strip() or Quotas.build(quotas).knowledge <= 0 or self.kb.is_empty():
+            return []
+        return self.kb.search(text, k=k)
 
     def _profile_text(self) -> str | None:
         profile = self.profile()

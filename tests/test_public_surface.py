@@ -16,7 +16,8 @@ def test_all_is_explicit_and_importable():
     # sub-packages and modules are importable but not re-exported names
     modules = {"errors", "types", "memory", "config", "retrieval", "stores", "providers", "layers",
                "tokens", "prompts", "cli", "bench", "sessions", "jobs", "text", "user",
-               "requests", "usage", "server", "client", "aio", "integrations"}
+               "requests", "usage", "server", "client", "aio", "integrations",
+               "knowledge"}
     assert public - set(memstrata.__all__) - modules == set()
 
 

@@ -22,7 +22,7 @@ def _ks(value: str) -> list[int]:
 
 @click.group()
 def bench() -> None:
-    """Benchmarks: retrieval recall on LoCoMo and MemDaily, search latency."""
+    """Benchmarks: retrieval recall on LoCoMo and MemDaily, the knowledge base, search latency."""
 
 
 def _common(func):
@@ -138,6 +138,34 @@ def embedders(data, memdaily, specs, limit, json_out) -> None:
     from ..bench.embedders import render, run_embedders
 
     report = run_embedders(list(specs), locomo=data, memdaily=memdaily, limit=limit)
+    click.echo(render(report))
+    write_json(report, json_out)
+
+
+@bench.command("kb")
+@click.option("--data", "datas", required=True, multiple=True,
+              type=click.Path(exists=True, file_okay=False),
+              help="A kb data directory with corpus.jsonl and queries.jsonl (repeatable), e.g. "
+                   "../shared/bench-data/kb/dragonball_dev_zh.")
+@click.option("--strategy", "strategies", multiple=True, default=("500/300",), show_default=True,
+              help="Chunking MAX/MIN[/CJK_WEIGHT] characters (repeatable: strategies side by side).")
+@click.option("--docs", type=int, default=None,
+              help="Only the first N documents of each corpus, and the questions they answer.")
+@_common
+@handle_errors
+def kb_bench(datas, strategies, docs, store, embedder, limit, json_out) -> None:
+    """Knowledge-base retrieval: chunk Hit@1/5/10, MRR@10, doc recall@5 (memstrata vs
+    BM25-only vs dense-only over the same chunks), unanswerable questions under
+    min_score, ingestion chunks/s."""
+    from ..bench.kb import parse_strategy, render, run_kb
+
+    for text in strategies:
+        try:
+            parse_strategy(text)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    report = run_kb(list(datas), strategies=list(strategies), store=store, embedder=embedder,
+                    limit=limit, docs=docs)
     click.echo(render(report))
     write_json(report, json_out)
 

@@ -26,6 +26,7 @@ __all__ = ["main", "cli", "LAZY_COMMANDS"]
 #: ``memstrata add`` never imports the benchmarks: name -> "module:attribute".
 LAZY_COMMANDS = {
     "bench": "memstrata.cli.bench:bench",
+    "kb": "memstrata.cli.kb:kb",
     "llm": "memstrata.cli.llm:llm",
     "usage": "memstrata.cli.llm:usage",
     "worker": "memstrata.cli.maintain:worker",

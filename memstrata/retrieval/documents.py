@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from ..text import is_cjk_text, tokenize
 from ..types import MemoryItem, Message, Role
 
-__all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "item_texts", "build_query",
-           "split_question"]
+__all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "item_texts", "chunk_texts",
+           "build_query", "split_question"]
 
 _MONTHS = ("January February March April May June July August September October "
            "November December").split()
@@ -94,6 +94,18 @@ def item_texts(item: MemoryItem) -> tuple[str, str, str, str]:
     """``(display, body_tokens, context_tokens, dense_text)`` for one memory item."""
     slots = " ".join(v for v in (item.subject, item.attribute, item.value) if v)
     return item.content, tokenize(item.content), tokenize(slots + " " + " ".join(item.tags)), item.content
+
+
+def chunk_texts(text: str, title: str, heading_path: Sequence[str]) -> tuple[str, str, str, str]:
+    """``(display, body_tokens, context_tokens, dense_text)`` for a knowledge-base chunk.
+
+    The context field is the document's title and the chunk's heading path: a chunk in
+    the middle of a report says "the company", its title names it. The dense text puts
+    the same header before the chunk.
+    """
+    header = " › ".join(h for h in (*([title] if title not in heading_path[:1] else []),
+                                     *heading_path) if h)
+    return text, tokenize(text), tokenize(header), f"{header}\n{text}" if header else text
 
 
 def build_query(query: str, recent: Sequence[str] = (), turns: int = 3) -> tuple[str, str]:

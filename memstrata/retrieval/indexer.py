@@ -17,10 +17,11 @@ import numpy as np
 
 from ..providers.embedders import Embedder, content_hash
 from ..stores.base import IndexDoc, MessageLog, SearchIndex, VectorCache
+from ..stores.knowledge import KnowledgeChunk
 from ..types import Layer, MemoryItem, Message, Role, Scope
-from .documents import item_texts, speaker_tags, window_texts
+from .documents import chunk_texts, item_texts, speaker_tags, window_texts
 
-__all__ = ["Indexer", "embed_cached", "turn_doc", "item_doc"]
+__all__ = ["Indexer", "embed_cached", "turn_doc", "item_doc", "chunk_doc"]
 
 log = logging.getLogger("memstrata.index")
 
@@ -58,6 +59,16 @@ def item_doc(item: MemoryItem, vector: np.ndarray | None = None) -> IndexDoc:
                     created_at=item.created_at, session_id=item.source_session_id,
                     kind=item.kind.value, status=item.status.value, tags=item.tags,
                     importance=item.importance, vector=vector)
+
+
+def chunk_doc(chunk: KnowledgeChunk, vector: np.ndarray | None = None) -> IndexDoc:
+    """The index document of a knowledge-base chunk: its document is its "session" (so
+    ``Filters(session_ids=...)`` narrows to documents), its tags the document's, its
+    time the document's ``last_reviewed`` (else when the chunk was ingested)."""
+    display, body, context, _ = chunk_texts(chunk.text, chunk.title, chunk.heading_path)
+    return IndexDoc(id=chunk.id, layer=Layer.KNOWLEDGE, text=display, body=body, context=context,
+                    created_at=chunk.last_reviewed or chunk.created_at, session_id=chunk.doc_id,
+                    tags=chunk.tags, vector=vector)
 
 
 class _IndexBackend(MessageLog, SearchIndex, VectorCache, Protocol):
@@ -107,6 +118,15 @@ class Indexer:
         self.store.index(scope, out)
         log.debug("indexed %d turn(s) of %r/%s (vectors: %s)", len(fresh), scope.user_id,
                   session_id, vectors)
+
+    def index_chunks(self, scope: Scope, chunks: Sequence[KnowledgeChunk], *,
+                     vectors: bool = True) -> None:
+        """(Re)index knowledge-base chunks in a knowledge base's scope; ``vectors=False``
+        rewrites the words and fields only (the stored vectors stay)."""
+        texts = [chunk_texts(c.text, c.title, c.heading_path)[3] for c in chunks]
+        embedded = embed_cached(self.store, self.embedder, texts) if vectors and chunks else None
+        self.store.index(scope, [chunk_doc(c, embedded[i] if embedded is not None else None)
+                                 for i, c in enumerate(chunks)])
 
     def refresh_session(self, scope: Scope, session_id: str) -> None:
         """Rebuild the words of every turn of a session (after turns were deleted: their

@@ -27,6 +27,8 @@ protocol           methods                                                used b
                     add_profile_version
 :class:`AdminStore` put_key, get_key, list_keys, revoke_key,               the HTTP service
                     append_audit, list_audit, hit_rate
+:class:`~.knowledge.KnowledgeStore`  write_knowledge, get/list/delete      the knowledge base
+                    documents, knowledge_chunks, usage and recalls
 =================  =====================================================  ==========================
 
 :class:`Store` is all of them together: what :func:`memstrata.stores.open_store`
@@ -50,11 +52,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..types import Filters, ItemVersion, Layer, MemoryItem, Message, Scope, UsageRecord, parse_time
+from .knowledge import KnowledgeStore
 
 __all__ = ["Store", "Lifecycle", "MessageLog", "SessionRows", "ItemStore", "JobQueue",
            "SearchIndex", "VectorCache", "UsageStore", "MetaStore", "IndexDoc", "DocInfo",
            "SessionInfo", "SessionRecord", "Job", "ProfileVersion", "AdminStore", "ApiKey",
-           "AuditEntry", "ROLES"]
+           "AuditEntry", "ROLES", "KnowledgeStore"]
 
 
 # ---------------------------------------------------------------- values
@@ -548,7 +551,7 @@ class AdminStore(Protocol):
 
 
 class Store(Lifecycle, MessageLog, SessionRows, ItemStore, JobQueue, SearchIndex, VectorCache,
-            UsageStore, MetaStore, AdminStore, ABC):
+            UsageStore, MetaStore, AdminStore, KnowledgeStore, ABC):
     """A memstrata storage backend: every seam above. Open one with
     :func:`memstrata.stores.open_store`."""
 

@@ -7,25 +7,39 @@ and usage; ``index`` BM25 over stored postings and pgvector search.
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 import psycopg
 
 from ...types import Scope
 from ..base import Store
-from .connection import explain
+from ..knowledge import KnowledgeRows
 from .admin import PostgresAdmin
+from .connection import as_json, explain
 from .index import PostgresIndex
 from .rows import PostgresRows
 
 __all__ = ["PostgresStore", "open_postgres"]
 
 
-class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, Store):
+class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, KnowledgeRows, Store):
     """memstrata on PostgreSQL with pgvector. Open with :func:`open_postgres`."""
+
+    # the knowledge-base rows' dialect (see memstrata.stores.knowledge.KnowledgeRows)
+    _placeholder = "%s"
+
+    def _time_in(self, value: datetime | None) -> Any:
+        return value
+
+    def _json_in(self, value: Any) -> Any:
+        return as_json(value)
 
     def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
         with self.transaction():
             self._delete_scope_docs(scope, semantic_only=not messages)
             self._delete_user_rows(scope, messages=messages)
+            self._delete_user_knowledge(scope, documents=messages)
 
     def compact(self) -> None:
         try:  # VACUUM cannot run inside a transaction block: its own autocommit connection

@@ -14,6 +14,7 @@ from ...config import Settings
 from ...errors import StoreError
 from ...types import Scope
 from ..base import Store
+from ..knowledge import KnowledgeRows
 from .admin import SQLiteAdmin
 from .index import SQLiteIndex
 from .rows import SQLiteRows
@@ -21,13 +22,14 @@ from .rows import SQLiteRows
 __all__ = ["SQLiteStore", "open_sqlite"]
 
 
-class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, Store):
+class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, KnowledgeRows, Store):
     """memstrata on one SQLite file or in memory. Open with :func:`open_sqlite`."""
 
     def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
         with self.transaction():
             self._delete_scope_docs(scope, semantic_only=not messages)
             self._delete_user_rows(scope, messages=messages)
+            self._delete_user_knowledge(scope, documents=messages)
 
     def compact(self) -> None:
         with self._lock:

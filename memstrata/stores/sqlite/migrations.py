@@ -145,4 +145,34 @@ CREATE TABLE rate_windows (
     ("0004_p8_job_result", """
 ALTER TABLE jobs ADD COLUMN result TEXT
 """),
+    ("0007_p12_knowledge", """
+CREATE TABLE kb_documents (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL, owner TEXT,
+    title TEXT NOT NULL, source TEXT NOT NULL, format TEXT NOT NULL, text TEXT NOT NULL,
+    content_hash TEXT NOT NULL, signature TEXT NOT NULL DEFAULT '[]',
+    tags TEXT NOT NULL DEFAULT '[]', last_reviewed REAL, created_at REAL NOT NULL,
+    updated_at REAL NOT NULL, metadata TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (namespace, user_id, id)
+);
+CREATE INDEX kb_documents_hash ON kb_documents (namespace, user_id, content_hash);
+CREATE TABLE kb_chunks (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL, doc_id TEXT NOT NULL,
+    ordinal INTEGER NOT NULL, text TEXT NOT NULL, start_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL, content_hash TEXT NOT NULL,
+    heading_path TEXT NOT NULL DEFAULT '[]', joins_next INTEGER NOT NULL DEFAULT 0,
+    duplicate_of TEXT, tags TEXT NOT NULL DEFAULT '[]', source TEXT NOT NULL DEFAULT '',
+    title TEXT NOT NULL DEFAULT '', last_reviewed REAL, created_at REAL NOT NULL,
+    recalled INTEGER NOT NULL DEFAULT 0, used INTEGER NOT NULL DEFAULT 0,
+    last_recalled REAL, last_used REAL,
+    PRIMARY KEY (namespace, user_id, id)
+);
+CREATE INDEX kb_chunks_doc ON kb_chunks (namespace, user_id, doc_id, ordinal);
+CREATE INDEX kb_chunks_hash ON kb_chunks (namespace, user_id, content_hash);
+CREATE TABLE kb_recalls (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    kb_user_id TEXT NOT NULL, chunk_id TEXT NOT NULL, query TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (namespace, user_id, session_id, kb_user_id, chunk_id)
+);
+CREATE INDEX kb_recalls_chunk ON kb_recalls (namespace, kb_user_id, chunk_id)
+"""),
 ]

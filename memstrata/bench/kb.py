@@ -1,0 +1,254 @@
+"""Knowledge-base retrieval benchmark: DragonBall (zh, en) and COVID-QA dev halves.
+
+Protocol (``shared/bench-data/README.md``, kb section): ingest every document of the
+corpus into one knowledge base as the knowledge base would (plain text, cleaned and
+chunked); for each question retrieve the top 10 chunks. Chunk Hit@k: a retrieved chunk
+overlaps a gold answer span (character offsets into the raw text, mapped through the
+cleaning); MRR@10 of the first such chunk; doc recall@5 over the gold documents.
+Unanswerable questions are left out of those and reported apart: how often their top
+chunk scores under ``min_score`` — beside how often an answerable question's does.
+
+Systems over the same chunks, one index: ``memstrata`` (hybrid, title field, query
+expansion), ``bm25`` (lexical only, title field), ``bm25_plain`` (lexical only, chunk
+text alone — the README's baseline), ``dense`` (cosine only).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ..knowledge import Knowledge, KnowledgeBase
+from ..knowledge.parse import parse
+from ..retrieval.documents import chunk_texts
+from .common import bench_memory
+
+__all__ = ["run_kb", "render", "parse_strategy", "SYSTEM_OPTIONS"]
+
+#: system -> KnowledgeBase.search options (``plain``: the retriever without the title field)
+SYSTEM_OPTIONS: dict[str, dict[str, Any]] = {
+    "memstrata": {"mode": "hybrid"},
+    "bm25": {"mode": "lexical", "expansion": 0.0},
+    "bm25_plain": {"mode": "lexical", "expansion": 0.0, "plain": True},
+    "dense": {"mode": "dense", "expansion": 0.0},
+}
+MIN_SCORES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+
+
+def parse_strategy(text: str) -> dict[str, Any]:
+    """``"500/300"`` or ``"500/300/2"``: max chars, min chars, CJK weight."""
+    parts = text.split("/")
+    try:
+        out: dict[str, Any] = {"max_chars": int(parts[0]),
+                               "min_chars": int(parts[1]) if len(parts) > 1 else 0}
+        if len(parts) > 2:
+            out["cjk_weight"] = float(parts[2])
+    except (ValueError, IndexError):
+        raise ValueError(f"strategy {text!r}: use MAX/MIN or MAX/MIN/CJK_WEIGHT, e.g. 500/300") from None
+    return out
+
+
+def _load(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    corpus = [json.loads(line) for line in (directory / "corpus.jsonl").read_text().splitlines() if line]
+    queries = [json.loads(line) for line in (directory / "queries.jsonl").read_text().splitlines() if line]
+    return corpus, queries
+
+
+def _sample(queries: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+    if not limit or limit >= len(queries):
+        return queries
+    step = len(queries) / limit
+    return [queries[int(i * step)] for i in range(limit)]
+
+
+class _Table:
+    """Hit@k, MRR@10 and doc recall@5 per system, overall and per question type."""
+
+    def __init__(self, ks: Sequence[int]) -> None:
+        self.ks = ks
+        self.rows: dict[str, dict[str, list[tuple[float, ...]]]] = defaultdict(lambda: defaultdict(list))
+
+    def add(self, system: str, category: str, hit_ranks: list[int], docs: list[str],
+            gold_docs: set[str]) -> None:
+        first = min(hit_ranks) if hit_ranks else None
+        values = [1.0 if first is not None and first <= k else 0.0 for k in self.ks]
+        values.append(1.0 / first if first is not None and first <= 10 else 0.0)
+        values.append(len(gold_docs & set(docs[:5])) / len(gold_docs) if gold_docs else 1.0)
+        self.rows[system][category].append(tuple(values))
+
+    def _mean(self, rows: list[tuple[float, ...]]) -> dict[str, float]:
+        names = [f"hit@{k}" for k in self.ks] + ["mrr@10", "doc_recall@5"]
+        if not rows:
+            return {n: 0.0 for n in names}
+        return {n: round(sum(r[i] for r in rows) / len(rows), 4) for i, n in enumerate(names)}
+
+    def summary(self) -> dict[str, Any]:
+        return {system: {"overall": self._mean([r for rows in cats.values() for r in rows]),
+                         "by_type": {c: self._mean(rows) | {"n": len(rows)}
+                                     for c, rows in sorted(cats.items())}}
+                for system, cats in self.rows.items()}
+
+
+def _raw_embedding_rate(memory: Any, texts: list[str]) -> float:
+    """Chunks per second of the embedder alone on these texts (no store, no cache): the
+    baseline an ingestion rate is compared with."""
+    if not texts:
+        return 0.0
+    started = time.perf_counter()
+    batch = memory.settings.embed_batch
+    for i in range(0, len(texts), batch):
+        memory.embedder.embed(texts[i:i + batch], kind="passage")
+    return len(texts) / (time.perf_counter() - started)
+
+
+def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: str,
+             limit: int | None, progress: bool, docs: int | None = None) -> dict[str, Any]:
+    corpus, queries = _load(directory)
+    if docs is not None:  # a quick run: the first documents and the questions they answer
+        corpus = corpus[:docs]
+        kept = {d["doc_id"] for d in corpus}
+        queries = [q for q in queries if set(q.get("gold_doc_ids") or ()) <= kept
+                   and (q.get("gold_doc_ids") or not q.get("gold_spans"))]
+    kb = memory.knowledge(agent_id=namespace)
+    assert isinstance(kb, Knowledge)
+    engine: KnowledgeBase = memory.knowledge_base
+    plain = KnowledgeBase(engine.store, engine.indexer, engine.embedder,
+                          replace(engine.settings, kb_context_weight=0.0))
+    origins: dict[str, tuple[int, ...]] = {}
+    started = time.perf_counter()
+    chunks_total = embedded = 0
+    for doc in tqdm(corpus, desc=f"ingest {directory.name}", disable=not progress, leave=False):
+        parsed = parse(doc["text"], "text")
+        assert parsed.origin is not None
+        origins[doc["doc_id"]] = parsed.origin
+        result = kb.add_text(doc["text"], doc_id=doc["doc_id"], title=doc.get("title") or None,
+                             format="text", duplicates="keep", **strategy)
+        chunks_total += result.chunks
+        embedded += result.added
+    ingest_s = time.perf_counter() - started
+    spans: dict[str, tuple[int, int]] = {}
+    sizes = []
+    # the embedder alone on 24 of the chunks, when this run embedded anything (a re-run
+    # over a store that has the vectors measures nothing)
+    sample = [c for doc in corpus[:8] for c in kb.chunks(doc["doc_id"])][:24] if embedded else []
+    raw_rate = _raw_embedding_rate(memory, [chunk_texts(c.text, c.title, c.heading_path)[3]
+                                            for c in sample])
+    for doc in corpus:
+        for c in kb.chunks(doc["doc_id"]):
+            origin = origins[doc["doc_id"]]
+            spans[c.id] = (origin[c.start], origin[c.end - 1] + 1)
+            sizes.append(c.end - c.start)
+    table = _Table((1, 5, 10))
+    top_scores: dict[str, list[float]] = {"answerable": [], "unanswerable": []}
+    answered = unanswerable = 0
+    search_s = 0.0
+    for q in tqdm(_sample(queries, limit), desc=f"questions {directory.name}", disable=not progress,
+                  leave=False):
+        meta = q.get("meta") or {}
+        is_unanswerable = bool(meta.get("unanswerable")) or not q.get("gold_spans")
+        vector = memory.embedder.embed([q["question"]], kind="query")[0]
+        for system, options in SYSTEM_OPTIONS.items():
+            opts = dict(options)
+            target = plain if opts.pop("plain", False) else engine
+            t0 = time.perf_counter()
+            hits = target.search([kb.shared_scope], q["question"], k=10, expand=False, min_score=0.0,
+                                 query_vector=vector if opts["mode"] != "lexical" else None, **opts)
+            if system == "memstrata":
+                search_s += time.perf_counter() - t0
+                top_scores["unanswerable" if is_unanswerable else "answerable"].append(
+                    hits[0].score if hits else 0.0)
+            if is_unanswerable:
+                continue
+            ranks = []
+            for rank, hit in enumerate(hits, start=1):
+                s, e = spans[hit.id]
+                if any(g["doc_id"] == hit.doc_id and s < g["end"] and g["start"] < e
+                       for g in q["gold_spans"]):
+                    ranks.append(rank)
+            table.add(system, str(meta.get("query_type") or "all"), ranks,
+                      [h.doc_id for h in hits], set(q.get("gold_doc_ids") or ()))
+        if is_unanswerable:
+            unanswerable += 1
+        else:
+            answered += 1
+    below = {f"{t:g}": {kind: round(sum(1 for v in vals if v < t) / len(vals), 4) if vals else None
+                        for kind, vals in top_scores.items()} for t in MIN_SCORES}
+    return {"data": directory.name, "strategy": strategy, "documents": len(corpus),
+            "chunks": chunks_total,
+            "chunk_chars": {"median": statistics.median(sizes) if sizes else 0,
+                            "min": min(sizes, default=0), "max": max(sizes, default=0)},
+            "ingest_s": round(ingest_s, 2),
+            "chunks_per_s": round(chunks_total / ingest_s, 2) if ingest_s else 0,
+            "chunks_embedded": embedded, "embedder_chunks_per_s": round(raw_rate, 2) if embedded else None,
+            "questions": answered, "unanswerable": unanswerable,
+            "search_ms_mean": round(1000 * search_s / max(1, answered + unanswerable), 2),
+            "systems": table.summary(), "top_score_below": below,
+            "top_score_median": {k: round(statistics.median(v), 4) if v else None
+                                 for k, v in top_scores.items()}}
+
+
+def run_kb(directories: Sequence[str | Path], *, strategies: Sequence[str] = ("500/300",),
+           store: str | None = None, embedder: str | None = None, limit: int | None = None,
+           docs: int | None = None, progress: bool = True, **settings: Any) -> dict[str, Any]:
+    """Run the benchmark on each data directory with each chunking strategy, in one
+    store (identical chunks are embedded once: the ingestion rate is honest only for
+    texts not embedded before — a fresh store). ``docs`` keeps the first documents of
+    each corpus and the questions they answer."""
+    runs = []
+    with bench_memory(store, embedder, **settings) as memory:
+        for d in directories:
+            for i, text in enumerate(strategies):
+                runs.append(_run_one(memory, Path(d), parse_strategy(text), f"bench-kb-{Path(d).name}-{i}",
+                                     limit, progress, docs))
+        name = memory.embedder.name
+        s = memory.settings
+    return {"benchmark": "kb", "embedder": name, "strategies": list(strategies), "runs": runs,
+            "settings": {"kb_context_weight": s.kb_context_weight, "dense_weight": s.dense_weight,
+                         "lexical_weight": s.lexical_weight, "body_weight": s.body_weight,
+                         "expansion_weight": s.expansion_weight, "fusion": s.fusion}}
+
+
+def _label(strategy: dict[str, Any]) -> str:
+    cjk = f"/cjk×{strategy['cjk_weight']:g}" if "cjk_weight" in strategy else ""
+    return f"{strategy['max_chars']}/{strategy['min_chars']}{cjk}"
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as Markdown tables."""
+    out = [f"embedder {report['embedder']}", "",
+           "| data | chunking | system | Hit@1 | Hit@5 | Hit@10 | MRR@10 | doc R@5 |",
+           "|---|---|---|---|---|---|---|---|"]
+    for run in report["runs"]:
+        label = _label(run["strategy"])
+        for system, res in run["systems"].items():
+            o = res["overall"]
+            out.append(f"| {run['data']} | {label} | {system} | {o['hit@1']:.3f} | {o['hit@5']:.3f} | "
+                       f"{o['hit@10']:.3f} | {o['mrr@10']:.3f} | {o['doc_recall@5']:.3f} |")
+    out += ["", "| data | chunking | chunks | median chars | ingest s | chunks/s | embedder alone "
+            "chunks/s | questions | unanswerable | search ms |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for run in report["runs"]:
+        out.append(f"| {run['data']} | {_label(run['strategy'])} | {run['chunks']} | "
+                   f"{run['chunk_chars']['median']} | {run['ingest_s']} | "
+                   f"{run['chunks_per_s']} | {run.get('embedder_chunks_per_s', '-')} | "
+                   f"{run['questions']} | {run['unanswerable']} | "
+                   f"{run['search_ms_mean']} |")
+    out += ["", "Top memstrata chunk under min_score (unanswerable / answerable questions):", "",
+            "| data | chunking | " + " | ".join(f"< {t:g}" for t in MIN_SCORES) + " |",
+            "|---|---|" + "---|" * len(MIN_SCORES)]
+    for run in report["runs"]:
+        cells = []
+        for t in MIN_SCORES:
+            b = run["top_score_below"][f"{t:g}"]
+            un = "–" if b["unanswerable"] is None else f"{b['unanswerable']:.2f}"
+            cells.append(f"{un} / {b['answerable']:.2f}")
+        out.append(f"| {run['data']} | {_label(run['strategy'])} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
