@@ -303,3 +303,42 @@ def test_bench_kb_scores_gold_spans_through_the_cleaning(tmp_path) -> None:
     assert first["systems"]["bm25"]["overall"]["doc_recall@5"] == 1.0
     assert small["chunks"] > first["chunks"]  # the second strategy cut smaller chunks
     assert "| kb | 40/0 | bm25 |" in render(report)
+
+
+def test_the_knowledge_base_over_http(tmp_path) -> None:
+    pytest.importorskip("fastapi")
+    from service_fixture import LiveServer
+
+    with Memory(f"sqlite:///{tmp_path / 'http.db'}", embedder="hash:256", worker="off") as memory, \
+            LiveServer(memory) as live:
+        with live.client(live.key("acme", "app")) as app:
+            added = app.post("/v1/kb/documents", json={"doc_id": "router.md", "content": ROUTER,
+                                                      "tags": ["hardware"]})
+            assert added.status_code == 201 and added.json()["status"] == "added"
+            again = app.post("/v1/kb/documents", json={"doc_id": "router.md", "content": ROUTER,
+                                                      "tags": ["hardware"]})
+            assert again.json()["status"] == "unchanged"
+            assert [d["id"] for d in app.get("/v1/kb/documents").json()["data"]] == ["router.md"]
+            hits = app.post("/v1/kb/search", json={"query": "reset the router", "k": 1}).json()["hits"]
+            assert hits[0]["label"] == "Router guide › Reset"
+            private = app.post("/v1/users/lin/kb/documents",
+                               json={"doc_id": "mine", "content": "Lin's router is in the attic."})
+            assert private.status_code == 201
+            mine = app.post("/v1/users/lin/kb/search", json={"query": "router attic", "k": 5}).json()
+            assert {h["doc_id"] for h in mine["hits"]} == {"router.md", "mine"}
+            other = app.post("/v1/users/max/kb/search", json={"query": "router attic", "k": 5}).json()
+            assert {h["doc_id"] for h in other["hits"]} == {"router.md"}
+            ctx = app.post("/v1/users/lin/context", json={
+                "messages": [{"role": "user", "content": "How do I reset the router?"}],
+                "budget": 1500}).json()
+            assert ctx["report"]["layers"]["knowledge"] > 0
+            assert app.get("/v1/kb/documents/router.md/chunks").json()["chunks"][0]["recalled"] >= 1
+        with live.client(live.key("acme", "read-only")) as reader:
+            assert reader.post("/v1/kb/documents", json={"doc_id": "x", "content": "y"}).status_code == 403
+            assert reader.get("/v1/kb/documents/router.md").json()["text"].startswith("Router guide")
+        with live.client(live.key("globex", "app")) as stranger:  # another tenant: its own, empty
+            assert stranger.get("/v1/kb/documents").json()["data"] == []
+            assert stranger.get("/v1/kb/documents/router.md").status_code == 404
+        with live.client(live.key("acme", "admin")) as admin:
+            assert admin.delete("/v1/kb/documents/router.md").status_code == 204
+            assert admin.get("/v1/kb/documents/router.md").status_code == 404

@@ -33,6 +33,8 @@ class Spec:
     item: bool = False
     destroys: bool = False
     ok: int = 200
+    app: bool = False  # admin and app keys only (the tenant's knowledge base)
+    reseed: bool = False  # the caller's documents are seeded again before each request
 
 
 SPECS: dict[str, Spec] = {
@@ -73,6 +75,21 @@ SPECS: dict[str, Spec] = {
     "keys.create": Spec("POST", "/v1/keys", {"role": "app"}, admin=True, per_user=False, ok=201),
     "keys.list": Spec("GET", "/v1/keys", admin=True, per_user=False),
     "keys.revoke": Spec("DELETE", "/v1/keys/{key_id}", admin=True, per_user=False),
+    "kb.add": Spec("POST", "/v1/kb/documents", {"doc_id": "new", "content": "A new guide."}, write=True,
+                   app=True, per_user=False, ok=201),
+    "kb.list": Spec("GET", "/v1/kb/documents", per_user=False),
+    "kb.get": Spec("GET", "/v1/kb/documents/{doc_id}", per_user=False),
+    "kb.chunks": Spec("GET", "/v1/kb/documents/{doc_id}/chunks", per_user=False),
+    "kb.remove": Spec("DELETE", "/v1/kb/documents/{doc_id}", write=True, app=True, per_user=False,
+                      destroys=True, reseed=True, ok=204),
+    "kb.search": Spec("POST", "/v1/kb/search", {"query": "guide"}, per_user=False),
+    "kb.stale": Spec("GET", "/v1/kb/stale", per_user=False),
+    "users.kb_add": Spec("POST", "/v1/users/{user_id}/kb/documents",
+                         {"doc_id": "new", "content": "A new private note."}, write=True, ok=201),
+    "users.kb_remove": Spec("DELETE", "/v1/users/{user_id}/kb/documents/{doc_id}", write=True,
+                            destroys=True, reseed=True, ok=204),
+    "users.kb_search": Spec("POST", "/v1/users/{user_id}/kb/search", {"query": "{marker} note"}),
+    "users.kb_used": Spec("POST", "/v1/users/{user_id}/kb/used", {"chunk_ids": ["kc_none"]}, write=True),
 }
 
 
@@ -100,6 +117,14 @@ class World:
                         {"role": "assistant", "content": "noted"}], "s1", extract=False)
         if not handle.profile_history():
             handle.update_profile(name=mark)
+        # a private knowledge-base note of the user's, and the tenant's shared guide
+        if "guide" not in {d.id for d in handle.kb.list(private=True)}:
+            handle.kb.add_text(f"{mark} note: the user's own router sits in the attic.", doc_id="guide",
+                               private=True)
+        shared = self.memory.knowledge(agent_id=tenant)
+        if "guide" not in {d.id for d in shared.list(private=False)}:
+            shared.add_text(f"MARK{tenant}kb guide: hold the reset button for ten seconds.",
+                            doc_id="guide")
         self.items[(tenant, user)] = found[0].id
         return found[0].id
 
@@ -111,7 +136,10 @@ class World:
                          [m.id for m in handle.messages("s1")],
                          [(s.session_id, s.version) for s in handle.sessions()],
                          len(handle.profile_history())))
-        return rows, sorted(k.id for k in self.memory.store.list_keys(tenant) if k.active)
+        documents = sorted(d.id for d in self.memory.knowledge(agent_id=tenant).list(private=False))
+        for user in TENANTS[tenant]:
+            documents += sorted(d.id for d in self.memory.user(user, agent=tenant).kb.list(private=True))
+        return rows, sorted(k.id for k in self.memory.store.list_keys(tenant) if k.active), documents
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +178,7 @@ def _fill(value: Any, mark: str) -> Any:
 def _call(world: World, token: str | None, spec: Spec, user: str, item: str | None, key_id: str,
           client: Any = None) -> Any:
     path = spec.path.replace("{user_id}", user).replace("{item_id}", item or "").replace(
-        "{key_id}", key_id).replace("{session_id}", "s1")
+        "{key_id}", key_id).replace("{session_id}", "s1").replace("{doc_id}", "guide")
     body = _fill(spec.body, marker(*_owner(world, item)) if item else "x") \
         if spec.body is not None else None
     if client is not None:
@@ -169,6 +197,8 @@ CALLERS = [(t, r) for t in TENANTS for r in ("admin", "app", "read-only", "end-u
 def _expected(world: World, spec: Spec, name: str, role: str, caller_tenant: str, owner_tenant: str,
               user: str, key_id: str) -> int:
     if spec.admin and role != "admin":
+        return 403
+    if spec.app and role not in ("admin", "app"):
         return 403
     if spec.per_user and role == "end-user" and user != "lin":
         return 403
@@ -194,6 +224,8 @@ def test_every_endpoint_isolates_tenants_users_and_roles(world, name):
         with world.live.client(world.keys[(caller_tenant, role)]) as client:
             for n, (owner_tenant, user) in enumerate(targets):
                 item = world.seed(owner_tenant, user) if spec.item else None
+                if spec.reseed:  # the path names the caller's own documents
+                    world.seed(caller_tenant, user)
                 key_id = world.live.service.keys.create(caller_tenant if n % 2 else other,
                                                         "app").key.id if name == "keys.revoke" else ""
                 before = world.snapshot(other) if spec.write or spec.admin else None
@@ -208,6 +240,8 @@ def test_every_endpoint_isolates_tenants_users_and_roles(world, name):
                         if t == caller_tenant and (role != "end-user" or u == "lin"):
                             continue
                         assert marker(t, u) not in text, (name, caller_tenant, role, t, u)
+                    if t != caller_tenant:
+                        assert f"MARK{t}kb" not in text, (name, caller_tenant, role, t)
                         if world.items[(t, u)] != item:  # a 404 may repeat the id it was sent
                             assert world.items[(t, u)] not in text, (name, caller_tenant, role, t, u)
                 if before is not None:

@@ -160,14 +160,16 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
                                 {"name": "profile", "description": "The core profile"},
                                 {"name": "sessions", "description": "Sessions and raw messages"},
                                 {"name": "tenant", "description": "Users, jobs and usage of the tenant"},
+                                {"name": "knowledge", "description": "The knowledge base: the tenant's "
+                                                                     "documents and users' private ones"},
                                 {"name": "admin", "description": "API keys and the audit log"},
                                 {"name": "proxy", "description": "OpenAI-compatible memory proxy"},
                                 {"name": "ops", "description": "Health, readiness, metrics"}])
     app.state.service = svc
     install_errors(app)
-    from .routes import admin, items, ops, users
+    from .routes import admin, items, knowledge, ops, users
 
-    for module in (users, items, admin, ops):
+    for module in (users, items, knowledge, admin, ops):
         app.include_router(module.router)
     if settings.upstream:
         from .proxy import router as proxy

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 # spelled out for the type checker; tests/test_service_schemas.py keeps them equal to the enums
 KindName = Literal["fact", "preference", "instruction", "todo", "event"]
 StatusName = Literal["active", "superseded", "inactive", "done"]
-LayerName = Literal["episodic", "semantic"]
+LayerName = Literal["episodic", "semantic", "knowledge"]
 RoleName = Literal["admin", "app", "read-only", "end-user"]
 JsonObject = dict[str, Any]
 #: Tokenizers a context request may name: the ones this installation has.
