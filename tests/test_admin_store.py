@@ -80,7 +80,7 @@ def test_keys_hash_the_secret_and_check_the_role(tmp_path):
     with open_store(f"sqlite:///{tmp_path / 'k.db'}") as store:
         keys = Keys(store)
         made = keys.create("acme", "end-user", user_id="lin", name="inspector")
-        secret = made.token.rsplit("_", 1)[1]
+        secret = made.token.removeprefix("msk_").partition("_")[2]  # the secret may hold "_"
         assert store.get_key(made.key.id).secret_hash == hash_secret(secret)
         assert secret not in (tmp_path / "k.db").read_bytes().decode("latin-1")  # never stored
         assert keys.authenticate(made.token) == made.key
