@@ -31,7 +31,9 @@ NOT_KINDS = [("alcohol", "tea"), ("red meat", "salmon"), ("red meat", "chicken")
 
 @pytest.fixture(scope="module")
 def matcher() -> ValueMatcher:
-    return ValueMatcher(parse_embedder("local:e5-small"))
+    matcher = ValueMatcher(parse_embedder("local:e5-small"))
+    matcher.prepare([v for pairs in (TRANSLATIONS, OTHERS, KINDS, NOT_KINDS) for p in pairs for v in p])
+    return matcher
 
 
 def test_translations_match_and_neighbours_of_a_category_do_not(matcher: ValueMatcher) -> None:

@@ -57,6 +57,10 @@ class ValueMatcher:
         self.cover_z = cover_z
         self._cache: dict[str, np.ndarray] = {}
 
+    def prepare(self, values: Sequence[str]) -> None:
+        """Embed values (and the background) in one batch ahead of many comparisons."""
+        self._vectors([*values, *BACKGROUND["en"], *BACKGROUND["zh"]])
+
     def _vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if missing:
