@@ -8,6 +8,9 @@
   are embedded as passages, and a pair matches at cosine ≥ ``threshold``. Precision =
   share of candidates with a matching observation; recall = share of observations
   with a matching candidate. The same method as ``scratch/extract_eval.py``.
+  ``chance_precision`` matches each candidate against the observations of another
+  conversation (same session number and speaker slot): the share that "matches" there
+  is what the threshold accepts by chance.
 * **MemDaily** — every trajectory's statements go through the real write path
   (``Memory.add`` → background job → stored items); a question counts when its answer
   string appears in the user's active items (content or value), next to the share
@@ -95,6 +98,22 @@ def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
         best_c += sims.max(1).tolist()
         best_o += sims.max(0).tolist()
     bc, bo = np.array(best_c), np.array(best_o)
+    # the chance level: each group's candidates against the observations of the same
+    # session number and speaker slot in the *next* conversation (other people, other
+    # events) — what a threshold accepts between unrelated statements of this form
+    speakers = [[s["conversation"]["speaker_a"], s["conversation"]["speaker_b"]] for s in samples]
+    chance: list[float] = []
+    for (si, key, speaker), (cs, _) in groups.items():
+        if not cs or len(samples) < 2:
+            continue
+        sj = (si + 1) % len(samples)
+        slot = speakers[si].index(speaker) if speaker in speakers[si] else 0
+        other = groups.get((sj, key, speakers[sj][slot]), ([], []))[1]
+        if not other:
+            continue
+        sims = np.stack([vectors[t] for t in cs]) @ np.stack([vectors[t] for t in other]).T
+        chance += sims.max(1).tolist()
+    ch = np.array(chance)
 
     def pr(t: float) -> dict[str, float]:
         p = float((bc >= t).mean()) if len(bc) else 0.0
@@ -106,6 +125,7 @@ def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
             "conversations": len(samples), "turns": turns, "observations": len(obs),
             "candidates": len(cands), "extract_ms_per_turn": round(1000 * extract_s / max(1, turns), 3),
             "stated": pr(threshold),
+            "chance_precision": round(float((ch >= threshold).mean()), 3) if len(ch) else 0.0,
             "sweep": [pr(t) for t in (0.84, 0.86, 0.88, 0.90, 0.92)]}
 
 

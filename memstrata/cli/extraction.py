@@ -36,6 +36,8 @@ def extraction(data, memdaily_dir, threshold, embedder, limit, latency_calls, js
     click.echo(f"LoCoMo: {lo['conversations']} conversations, {lo['turns']} turns, "
                f"{lo['observations']} observations, {lo['candidates']} candidates "
                f"({lo['extract_ms_per_turn']} ms/turn), embedder {lo['embedder']}")
+    click.echo(f"chance level at {threshold:.2f} (candidates against another conversation's "
+               f"observations): precision {lo['chance_precision']:.3f}")
     click.echo("| cosine ≥ | precision | recall | F1 |\n|---|---|---|---|")
     for row in lo["sweep"]:
         mark = " (stated)" if abs(row["threshold"] - threshold) < 1e-9 else ""
