@@ -9,8 +9,8 @@
   share of candidates with a matching observation; recall = share of observations
   with a matching candidate. The same method as ``scratch/extract_eval.py``.
   ``chance_precision`` matches each candidate against the observations of another
-  conversation (same session number and speaker slot): the share that "matches" there
-  is what the threshold accepts by chance.
+  conversation (same session number and speaker slot, that speaker's name replaced by
+  this one's): the share that "matches" there is what the threshold accepts by chance.
 * **MemDaily** — every trajectory's statements go through the real write path
   (``Memory.add`` → background job → stored items); a question counts when its answer
   string appears in the user's active items (content or value), next to the share
@@ -108,9 +108,15 @@ def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
             continue
         sj = (si + 1) % len(samples)
         slot = speakers[si].index(speaker) if speaker in speakers[si] else 0
-        other = groups.get((sj, key, speakers[sj][slot]), ([], []))[1]
+        them = speakers[sj][slot]
+        # the other person's observations told about this speaker: names must not differ
+        other = [o.replace(them, speaker) for o in groups.get((sj, key, them), ([], []))[1]]
         if not other:
             continue
+        renamed = [o for o in other if o not in vectors]
+        for start in range(0, len(renamed), 64):
+            chunk = renamed[start:start + 64]
+            vectors.update(zip(chunk, model.embed(chunk, kind="passage")))
         sims = np.stack([vectors[t] for t in cs]) @ np.stack([vectors[t] for t in other]).T
         chance += sims.max(1).tolist()
     ch = np.array(chance)
