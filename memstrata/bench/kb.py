@@ -206,8 +206,10 @@ def run_kb(directories: Sequence[str | Path], *, strategies: Sequence[str] = ("5
     with bench_memory(store, embedder, **settings) as memory:
         for d in directories:
             for i, text in enumerate(strategies):
-                runs.append(_run_one(memory, Path(d), parse_strategy(text), f"bench-kb-{Path(d).name}-{i}",
-                                     limit, progress, docs))
+                # one namespace per corpus, strategy and document subset: runs never share chunks
+                namespace = f"bench-kb-{Path(d).name}-{i}" + (f"-d{docs}" if docs else "")
+                runs.append(_run_one(memory, Path(d), parse_strategy(text), namespace, limit, progress,
+                                     docs))
         name = memory.embedder.name
         s = memory.settings
     return {"benchmark": "kb", "embedder": name, "strategies": list(strategies), "runs": runs,
