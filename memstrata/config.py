@@ -108,6 +108,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query_turns", 3, int, "Recent turns added to the query besides the current message",
             low=0),
     Setting("embed_batch", 32, int, "Texts per embedding call during imports", low=1),
+    Setting("query_cache", 1024, int,
+            "Query vectors kept in memory by query text, least recently used out first "
+            "(a repeated query skips the embedding); 0 = embed every query", low=0, high=1_000_000),
     Setting("index_memory_mb", 512.0, float,
             "Memory an SQLite store's in-process search index may hold, all users together "
             "(least recently searched users are dropped first and reloaded when searched)",
@@ -226,6 +229,7 @@ class Settings:
     embed_on_add: str = "background"
     query_turns: int = 3
     embed_batch: int = 32
+    query_cache: int = 1024
     index_memory_mb: float = 512.0
     sessions: str = ""
     summary_every: int = 10

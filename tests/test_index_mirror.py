@@ -142,6 +142,9 @@ def test_mirrors_stay_within_the_memory_budget_across_many_users(tmp_path: Path)
             assert len(hits) == 60 and all(d.startswith(f"{scope.user_id}-") for d, _ in hits)
             assert store._mirrors.total <= store._mirrors.budget
     assert store._mirrors.evictions > 0 and len(store._mirrors) < len(users)
+    held = store.index_memory()
+    assert held == {"scopes": len(store._mirrors), "bytes": store._mirrors.total,
+                    "budget": int(0.25 * 2**20), "evictions": store._mirrors.evictions}
     assert len(cache) == 0
     store.close()
 

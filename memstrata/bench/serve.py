@@ -141,7 +141,7 @@ def _seed(memory: Memory, users: int, items: int, progress: bool) -> None:
     base = memory.embedder.embed(synthetic_texts(512, seed=3), kind="passage")
     for u in range(users):
         scope = Scope(f"user-{u}", TENANT)
-        _bulk_items(memory, scope, synthetic_texts(items, seed=100 + u), base, rng, progress)
+        _bulk_items(memory.store, scope, synthetic_texts(items, seed=100 + u), base, rng, progress)
         memory.user(scope.user_id, agent=TENANT).add(
             [{"role": "user", "content": "I switched our routing service from Java to Go."},
              {"role": "assistant", "content": "How did the migration go?"}], "bench", extract=False)

@@ -91,7 +91,7 @@ def context(data, budget, k, store, embedder, limit, json_out) -> None:
 
 
 @bench.command()
-@click.option("--sizes", default="1000,10000,100000", show_default=True,
+@click.option("--sizes", default="10000,100000", show_default=True,
               help="Comma-separated numbers of items of one user.")
 @click.option("--queries", default=200, show_default=True, help="Searches per size.")
 @click.option("--store", "stores", multiple=True,
@@ -100,27 +100,49 @@ def context(data, budget, k, store, embedder, limit, json_out) -> None:
 @click.option("--compare-postgres", is_flag=True,
               help="Also run on a temporary PostgreSQL + pgvector (from the pgserver package), "
                    "next to the stores given (default: a temporary SQLite file).")
+@click.option("--processes/--no-processes", default=True, show_default=True,
+              help="At the largest size, also a fresh process's first search and the first "
+                   "search after another process wrote 100 items.")
+@click.option("--rounds", default=3, show_default=True,
+              help="Rounds of another process writing 100 items.")
+@click.option("--users", default=10000, show_default=True,
+              help="Users in the many-users store (0: skip that part).")
+@click.option("--user-items", default=100, show_default=True, help="Items per user there.")
+@click.option("--user-queries", default=2000, show_default=True,
+              help="Searches of random users there, after each user's first search.")
+@click.option("--index-memory-mb", type=float, default=None,
+              help="index_memory_mb of the many-users search process (default: the setting).")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
 @handle_errors
-def latency(sizes, queries, stores, compare_postgres, json_out) -> None:
-    """Search p50/p95 at several sizes (with and without query embedding), add throughput,
-    peak memory; several stores side by side in one run."""
+def latency(sizes, queries, stores, compare_postgres, processes, rounds, users, user_items,
+            user_queries, index_memory_mb, json_out) -> None:
+    """Search p50/p95 of one user at several sizes (with and without the query embedding),
+    a fresh process's first search, the first search after another process's writes,
+    many users in one store under the index memory budget; add throughput, memory;
+    several stores side by side in one run."""
     from contextlib import ExitStack
 
-    from ..bench.latency import render, render_comparison, run_latency
+    from ..bench.latency import render, render_comparison, render_users, run_latency, run_many_users
     from ..bench.tempdb import temporary_postgres
 
     urls: list[str | None] = list(stores) or [None]
     with ExitStack() as stack:
         if compare_postgres:
             urls.append(stack.enter_context(temporary_postgres()))
-        reports = [run_latency(_ks(sizes), queries=queries, store=url) for url in urls]
+        reports = [run_latency(_ks(sizes), queries=queries, store=url, processes=processes,
+                               rounds=rounds) for url in urls]
+    many = run_many_users(users, user_items, queries=user_queries,
+                          budget_mb=index_memory_mb) if users > 0 else None
     for report in reports:
         click.echo(render(report))
     if len(reports) > 1:
         click.echo(render_comparison(reports))
-    write_json(reports[0] if len(reports) == 1 else {"benchmark": "latency", "runs": reports},
-               json_out)
+    if many:
+        click.echo(render_users(many))
+    out: dict = reports[0] if len(reports) == 1 else {"benchmark": "latency", "runs": reports}
+    if many:
+        out = {**out, "many_users": many}
+    write_json(out, json_out)
 
 
 @bench.command()

@@ -23,6 +23,7 @@ import hashlib
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
@@ -44,6 +45,7 @@ __all__ = [
     "parse_embedder",
     "content_hash",
     "DEFAULT_EMBEDDER",
+    "QueryCache",
 ]
 
 TextKind = Literal["query", "passage"]
@@ -256,3 +258,54 @@ def parse_embedder(spec: "str | Embedder | None") -> "Embedder":
     raise ConfigError(f"unknown embedder provider {provider!r} in {spec!r}; use local:e5-small, "
                       "hash:256, openai:MODEL or openai-compatible:URL#MODEL")
 
+
+
+class QueryCache:
+    """The last ``size`` query vectors of one embedder by query text (least recently used
+    out first). A repeated question — a client retrying, a page of results, the same
+    recall in every turn — skips the embedding (tens of milliseconds on a CPU). ``size``
+    0 embeds every time. Vectors are returned read-only; it is safe across threads."""
+
+    def __init__(self, embedder: Embedder, size: int = 1024) -> None:
+        self.embedder = embedder
+        self.size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """An (n, dim) array of the query vectors of ``texts``, embedding only the texts
+        not cached (in one call)."""
+        if self.size <= 0:
+            return self.embedder.embed(texts, kind="query")
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for text in texts:
+                vec = self._vectors.get(text)
+                if vec is not None:
+                    self._vectors.move_to_end(text)
+                    found[text] = vec
+            self.hits += sum(t in found for t in texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            fresh = np.asarray(self.embedder.embed(missing, kind="query"), dtype=np.float32)
+            with self._lock:
+                self.misses += len(missing)
+                for text, vec in zip(missing, fresh):
+                    vec = vec.copy()
+                    vec.flags.writeable = False
+                    found[text] = self._vectors[text] = vec
+                    self._vectors.move_to_end(text)
+                while len(self._vectors) > self.size:
+                    self._vectors.popitem(last=False)
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.stack([found[t] for t in texts])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()

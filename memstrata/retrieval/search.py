@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from ..config import Settings
-from ..providers.embedders import Embedder
+from ..providers.embedders import Embedder, QueryCache
 from ..stores.base import DocInfo, ItemStore, SearchIndex
 from ..text import analyze
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, utcnow
@@ -73,6 +73,7 @@ class Retriever:
         self.store = store
         self.embedder = embedder
         self.settings = settings or Settings()  # candidates, fusion and weights, expansion…
+        self.queries = QueryCache(embedder, self.settings.query_cache)  # query vectors by text
 
     def _named_speaker(self, query: str, infos: "Iterable[DocInfo]") -> str | None:
         """The speaker tag to boost when the query names exactly one of the speakers
@@ -96,7 +97,7 @@ class Retriever:
         dense: list[Candidate] = []
         if mode != "lexical":
             if vector is None:
-                vector = self.embedder.embed([dense_text], kind="query")[0]
+                vector = self.queries.embed([dense_text])[0]
             dense = self.store.vector_search(scope, vector, filters, limit)
         fused = self._fuse(dense, lexical)
         if expansion > 0 and lexical and fused:
@@ -165,7 +166,7 @@ class Retriever:
             vectors = [None] * len(questions)
             if mode != "lexical":
                 texts = [build_query(q, recent, self.settings.query_turns)[1] for q in questions]
-                vectors = list(self.embedder.embed(texts, kind="query"))
+                vectors = list(self.queries.embed(texts))
         best: dict[str, Fused] = {}
         lexical_all: dict[str, float] = {}
         dense_all: dict[str, float] = {}

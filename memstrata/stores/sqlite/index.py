@@ -365,6 +365,13 @@ class SQLiteIndex(SQLiteConnection):
             if stale and len(mirror) >= self.snapshot_min:
                 self._write_snapshot(scope, mirror)
 
+    def index_memory(self) -> dict[str, int]:
+        """What the in-process search index holds now: scopes, bytes (as the budget
+        counts them), the budget, and how many scopes were evicted so far."""
+        with self._lock:
+            return {"scopes": len(self._mirrors), "bytes": self._mirrors.total,
+                    "budget": self._mirrors.budget, "evictions": self._mirrors.evictions}
+
     # -- searching --------------------------------------------------------------------
     def _allowed(self, scope: Scope, filters: Filters) -> list[int] | None:
         """None when the mirrors' default mask (all turns, active items) is the filter;
