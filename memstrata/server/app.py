@@ -175,6 +175,9 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
         from .proxy import router as proxy
 
         app.include_router(proxy)
+    from .ui import router as inspector
+
+    app.include_router(inspector)  # the web inspector at /ui (docs/inspector.md)
     for router in routers:
         app.include_router(router)
     if mcp_server is not None:

@@ -1,0 +1,138 @@
+"""Forgetting from the inspector: first the exact list of what will be erased, then the
+erasing — the same list, so what the confirmation showed is what goes.
+
+Two things can be forgotten: an item (optionally with the turns it was extracted from)
+and a session's turns (optionally with the items extracted from them). Whenever turns
+of a session go, that session's summary goes too — it was written from them — and is
+rebuilt from the turns that remain (at once offline; by the summary job with an LLM).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ValidationError
+from ...types import Scope, StructuredSummary
+from ...user import UserMemory
+from .views import ALL_STATUSES
+
+__all__ = ["Erasure", "plan_item", "plan_session", "erase"]
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """Exactly what a forget will erase."""
+
+    items: tuple[dict[str, Any], ...] = ()  # id, kind, content, versions
+    turns: tuple[dict[str, Any], ...] = ()  # id, session_id, seq, role, content
+    summaries: tuple[dict[str, Any], ...] = ()  # session_id, version, message_range_end
+    session_id: str | None = None
+    with_turns: bool = False
+    with_items: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": list(self.items), "turns": list(self.turns),
+                "summaries": list(self.summaries), "session_id": self.session_id,
+                "with_turns": self.with_turns, "with_items": self.with_items}
+
+    @property
+    def item_ids(self) -> list[str]:
+        return [i["id"] for i in self.items]
+
+    @property
+    def turn_ids(self) -> list[str]:
+        return [t["id"] for t in self.turns]
+
+
+def _item_row(handle: UserMemory, item_id: str) -> tuple[dict[str, Any], set[str]]:
+    item = handle.get(item_id)
+    versions = handle.history(item_id)
+    sources = set(item.source_message_ids)
+    for v in versions:
+        for value in (v.before, v.after):
+            sources.update((value or {}).get("source_message_ids") or ())
+    return ({"id": item.id, "kind": item.kind.value, "status": item.status.value,
+             "content": item.content, "versions": len(versions)}, sources)
+
+
+def _summaries(handle: UserMemory, session_ids: set[str]) -> tuple[dict[str, Any], ...]:
+    out = []
+    for sid in sorted(session_ids):
+        state = handle.session(sid)
+        if state.summary is not None and not state.summary.is_empty:
+            out.append({"session_id": sid, "version": state.summary.version,
+                        "message_range_end": state.message_range_end})
+    return tuple(out)
+
+
+def _turn_rows(handle: UserMemory, ids: set[str]) -> tuple[dict[str, Any], ...]:
+    rows = []
+    for info in handle.sessions():
+        for m in handle.messages(info.session_id):
+            if m.id in ids:
+                rows.append({"id": m.id, "session_id": m.session_id, "seq": m.seq,
+                             "role": m.role.value, "content": m.content or ""})
+    return tuple(rows)
+
+
+def plan_item(handle: UserMemory, item_id: str, *, turns: bool) -> Erasure:
+    """What forgetting ``item_id`` erases (with ``turns``: and its source turns)."""
+    row, sources = _item_row(handle, item_id)
+    found = _turn_rows(handle, sources) if turns else ()
+    return Erasure(items=(row,), turns=found,
+                   summaries=_summaries(handle, {t["session_id"] for t in found}),
+                   with_turns=turns)
+
+
+def plan_session(handle: UserMemory, session_id: str, *, items: bool) -> Erasure:
+    """What forgetting a session's turns erases (with ``items``: and the items
+    extracted from them, or remembered in that session)."""
+    state = handle.session(session_id)
+    if not state.exists:
+        raise ValidationError(f"no session {session_id!r} of this user")
+    if handle.memory.session_manager.sessions.hot_log and state.status != "archived":
+        raise ValidationError("this session's latest turns are still held by the session store "
+                              "(Redis): archive the session first, then forget its turns")
+    turns = tuple({"id": m.id, "session_id": m.session_id, "seq": m.seq, "role": m.role.value,
+                   "content": m.content or ""} for m in handle.messages(session_id))
+    ids = {t["id"] for t in turns}
+    rows: list[dict[str, Any]] = []
+    if items:
+        for item in handle.list(filters=ALL_STATUSES, limit=10**6):
+            if item.source_session_id == session_id or ids & set(item.source_message_ids):
+                rows.append(_item_row(handle, item.id)[0])
+    return Erasure(items=tuple(rows), turns=turns, summaries=_summaries(handle, {session_id}),
+                   session_id=session_id, with_items=items)
+
+
+def _rebuild_summary(handle: UserMemory, scope: Scope, session_id: str) -> None:
+    m = handle.memory
+    sessions = m.session_manager.sessions
+    state = sessions.load(scope, session_id)
+    if state.summary is None or state.summary.is_empty:
+        return
+    sessions.save_summary(scope, session_id, StructuredSummary(max_chars=state.summary.max_chars),
+                          0, state.version)
+    if not sessions.messages(scope, session_id):
+        return
+    if m.llm is None:  # offline: cheap, rebuild now
+        m.session_manager.summarise(scope, session_id, force=True)
+    elif m.enqueue_summary(scope, session_id) is not None:
+        m.wake_worker()
+
+
+def erase(handle: UserMemory, plan: Erasure) -> dict[str, int]:
+    """Erase what ``plan`` lists, in one transaction; returns the counts erased."""
+    m = handle.memory
+    scope = handle.scope
+    with m.store.transaction():
+        if plan.item_ids:
+            m.forgetter.forget(scope, plan.item_ids, messages=False)
+        turns = m.forgetter.forget_turns(scope, plan.turn_ids) if plan.turn_ids else 0
+        for summary in plan.summaries:
+            _rebuild_summary(handle, scope, summary["session_id"])
+    return {"items": len(plan.item_ids), "turns": turns, "summaries": len(plan.summaries)}
+
+
+

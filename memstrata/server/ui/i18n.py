@@ -1,0 +1,174 @@
+"""The inspector's words in English and Chinese, and how a request picks its language:
+the ``lang`` cookie the switch sets, else the browser's ``Accept-Language``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import Request
+
+__all__ = ["LANGUAGES", "language", "translator", "WORDS"]
+
+LANGUAGES = ("en", "zh")
+
+#: key -> (English, Chinese)
+WORDS: dict[str, tuple[str, str]] = {
+    "app": ("memstrata inspector", "memstrata 记忆查看器"),
+    "skip": ("Skip to content", "跳到正文"),
+    "login": ("Log in", "登录"),
+    "logout": ("Log out", "退出"),
+    "login_intro": ("Paste an API key (msk_…). The key stays on the server; your browser "
+                    "gets a session cookie.",
+                    "粘贴 API 密钥（msk_…）。密钥留在服务器上，浏览器只得到一个会话 cookie。"),
+    "api_key": ("API key", "API 密钥"),
+    "users": ("Users", "用户"),
+    "overview": ("Overview", "概览"),
+    "items": ("Items", "记忆条目"),
+    "search": ("Search", "检索"),
+    "sessions": ("Sessions", "会话"),
+    "knowledge": ("Knowledge", "知识库"),
+    "operations": ("Operations", "运维"),
+    "json_twin": ("JSON of this page", "本页的 JSON"),
+    "rest": ("REST API", "REST 接口"),
+    "language": ("Language", "语言"),
+    "signed_in_as": ("Signed in with key", "当前密钥"),
+    "role": ("role", "角色"),
+    "profile": ("Core profile", "核心画像"),
+    "profile_edit": ("Edit the profile", "编辑画像"),
+    "profile_history": ("Profile history", "画像历史"),
+    "field": ("Field", "字段"),
+    "value": ("Value", "值"),
+    "save": ("Save", "保存"),
+    "counts": ("What is remembered", "记住了什么"),
+    "by_kind": ("By kind", "按类型"),
+    "by_status": ("By status", "按状态"),
+    "timeline": ("Timeline of changes", "变更时间线"),
+    "open_todos": ("Open todos", "未完成事项"),
+    "none": ("Nothing yet.", "暂无。"),
+    "kind": ("Kind", "类型"),
+    "status": ("Status", "状态"),
+    "layer": ("Layer", "层"),
+    "tag": ("Tag", "标签"),
+    "text": ("Text", "文本"),
+    "filter": ("Filter", "筛选"),
+    "any": ("any", "全部"),
+    "content": ("Content", "内容"),
+    "confidence": ("Confidence", "置信度"),
+    "importance": ("Importance", "重要性"),
+    "version": ("Version", "版本"),
+    "updated": ("Updated", "更新于"),
+    "history": ("Version history", "版本历史"),
+    "who": ("Who", "谁"),
+    "when": ("When", "何时"),
+    "why": ("Why", "原因"),
+    "change": ("Change", "改动"),
+    "source_turns": ("Source turns", "来源对话"),
+    "edit": ("Correct this memory", "更正这条记忆"),
+    "reason": ("Reason", "原因"),
+    "undo": ("Undo the last change", "撤销上一次改动"),
+    "thumbs_up": ("👍 Right", "👍 正确"),
+    "thumbs_down": ("👎 Wrong", "👎 错误"),
+    "mark_done": ("Mark done", "标记完成"),
+    "forget": ("Forget…", "忘记…"),
+    "forget_now": ("Forget for good", "永久忘记"),
+    "cancel": ("Cancel", "取消"),
+    "forget_title": ("This will be erased", "以下内容将被永久删除"),
+    "forget_intro": ("Nothing of it can be recovered: rows, every version, index entries and "
+                     "vectors go.", "删除后无法恢复：数据行、所有版本、索引条目和向量都会删除。"),
+    "also_turns": ("Also the conversation turns it came from", "同时删除它来源的对话"),
+    "also_items": ("Also the memories extracted from these turns", "同时删除从这些对话中提取的记忆"),
+    "erase_items": ("Memory items", "记忆条目"),
+    "erase_versions": ("versions", "个版本"),
+    "erase_turns": ("Conversation turns", "对话消息"),
+    "erase_summaries": ("Session summaries (cleared, then rebuilt from the turns that remain)",
+                        "会话摘要（清空后用剩余对话重建）"),
+    "kept_note": ("Kept", "保留"),
+    "forgotten_ok": ("Forgotten.", "已忘记。"),
+    "saved_ok": ("Saved.", "已保存。"),
+    "undone_ok": ("Undone.", "已撤销。"),
+    "feedback_ok": ("Thanks — the confidence changed.", "谢谢，置信度已调整。"),
+    "done_ok": ("Marked done.", "已标记完成。"),
+    "query": ("Query", "查询"),
+    "run": ("Run", "运行"),
+    "budget": ("Token budget", "Token 预算"),
+    "hits": ("Hits", "命中"),
+    "score": ("Score", "得分"),
+    "score_parts": ("Score parts", "得分构成"),
+    "in_context": ("In the context?", "进入上下文？"),
+    "lexical_candidates": ("Lexical candidates (BM25)", "词法候选（BM25）"),
+    "dense_candidates": ("Dense candidates (vectors)", "向量候选"),
+    "query_tokens": ("Analysed query", "分析后的查询"),
+    "assembled": ("The assembled context()", "组装好的 context()"),
+    "token_report": ("Tokens per layer", "各层 token"),
+    "quota": ("Quota", "配额"),
+    "tokens": ("Tokens", "Token 数"),
+    "dropped": ("Left out", "被舍弃"),
+    "recall_mode": ("Recall", "召回模式"),
+    "why_kept": ("enters the context", "进入上下文"),
+    "why_not_recalled": ("not recalled (light recall: profile only)", "未召回（轻量模式只用画像）"),
+    "why_below_k": ("not among the lines the context recalled", "不在上下文召回的条目中"),
+    "messages": ("Messages", "消息"),
+    "summary": ("Summary", "摘要"),
+    "summary_range": ("covers messages", "覆盖消息"),
+    "archive_state": ("State", "状态"),
+    "archive": ("Archive now", "立即归档"),
+    "forget_turns": ("Forget this session's turns…", "忘记本会话的对话…"),
+    "tool_call": ("tool call", "工具调用"),
+    "tool_result": ("tool result", "工具结果"),
+    "jobs": ("Jobs", "后台任务"),
+    "llm_usage": ("LLM usage", "LLM 用量"),
+    "calls": ("Calls", "调用次数"),
+    "latency": ("Mean latency (s)", "平均延迟（秒）"),
+    "audit": ("Audit log", "审计日志"),
+    "action": ("Action", "操作"),
+    "key": ("Key", "密钥"),
+    "documents": ("Documents", "文档"),
+    "chunks": ("Chunks", "分块"),
+    "recalled": ("Recalled", "被召回"),
+    "used": ("Used", "被使用"),
+    "stale": ("Recalled often, never used", "常被召回但从未使用"),
+    "private": ("private", "私有"),
+    "error": ("Something went wrong", "出错了"),
+    "back": ("Back", "返回"),
+    "prev": ("Previous", "上一页"),
+    "next": ("Next", "下一页"),
+    "op_extracted": ("extracted", "提取"),
+    "op_remembered": ("remembered", "记住"),
+    "op_boosted": ("boosted", "强化"),
+    "op_superseded": ("superseded", "被取代"),
+    "op_corrected": ("corrected", "更正"),
+    "op_feedback": ("feedback", "反馈"),
+    "op_status": ("status changed", "状态变更"),
+    "op_deleted": ("deleted", "删除"),
+    "op_forgotten": ("forgotten", "被忘记"),
+    "op_undone": ("undone", "撤销"),
+    "op_profile": ("profile edited", "画像编辑"),
+}
+
+
+def language(request: Request) -> str:
+    """``zh`` or ``en``: the switch's cookie, else the first supported language the
+    browser's ``Accept-Language`` asks for (by q-value), else English."""
+    chosen = request.cookies.get("lang")
+    if chosen in LANGUAGES:
+        return chosen
+    ranked: list[tuple[float, int, str]] = []
+    for i, part in enumerate(request.headers.get("accept-language", "").split(",")):
+        tag, _, params = part.strip().partition(";")
+        q = 1.0
+        if params.strip().startswith("q="):
+            try:
+                q = float(params.strip()[2:])
+            except ValueError:
+                q = 0.0
+        base = tag.strip().lower().split("-")[0]
+        if base in LANGUAGES and q > 0:
+            ranked.append((-q, i, base))
+    return min(ranked)[2] if ranked else "en"
+
+
+def translator(lang: str) -> Callable[[str], str]:
+    """``t(key)``: the word in ``lang`` (the key itself when there is none, so a missing
+    word shows, not an empty label)."""
+    index = LANGUAGES.index(lang)
+    return lambda key: WORDS[key][index] if key in WORDS else key

@@ -1,0 +1,198 @@
+"""What each inspector page shows, as plain JSON-ready dicts: the page's JSON twin is
+exactly this, and the HTML is this rendered. Built over a :class:`~memstrata.UserMemory`
+handle and the store, from the values' own ``to_dict()`` (the REST API's shapes)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...errors import NotFoundError, ValidationError
+from ...stores.base import AuditEntry
+from ...types import Filters, Kind, Layer, Message, Status
+from ...user import UserMemory
+
+__all__ = ["ALL_STATUSES", "overview", "items_page", "item_page", "diff_words", "timeline",
+           "version_label", "sessions_page", "session_detail", "FORGET_ACTIONS"]
+
+ALL_STATUSES = Filters(statuses=tuple(Status))
+#: Audit actions that forget memory (their entries carry ids, never content).
+FORGET_ACTIONS = ("items.forget", "users.forget", "ui.items.forget", "ui.sessions.forget",
+                  "sessions.forget")
+_MANY = 10_000
+_TOKEN = re.compile(r"\s+|[\u4e00-\u9fff]|[^\s\u4e00-\u9fff]+")
+
+
+def version_label(op: str, actor: str) -> str:
+    """The timeline's word for a version row (an i18n key)."""
+    if op == "create":
+        return "op_extracted" if actor.startswith(("rule:", "llm:")) else "op_remembered"
+    return {"boost": "op_boosted", "supersede": "op_superseded", "edit": "op_corrected",
+            "feedback": "op_feedback", "status": "op_status", "delete": "op_deleted",
+            "undo": "op_undone"}.get(op, f"op_{op}")
+
+
+def diff_words(before: str, after: str) -> list[dict[str, str]]:
+    """Word-level diff (Chinese by character): ``[{"op": "same"|"del"|"ins", "text"}]``."""
+    a, b = _TOKEN.findall(before), _TOKEN.findall(after)
+    out: list[dict[str, str]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            out.append({"op": "same", "text": "".join(a[i1:i2])})
+            continue
+        if i2 > i1:
+            out.append({"op": "del", "text": "".join(a[i1:i2])})
+        if j2 > j1:
+            out.append({"op": "ins", "text": "".join(b[j1:j2])})
+    return out
+
+
+_SHOWN = ("content", "kind", "status", "subject", "attribute", "value", "confidence",
+          "importance", "tags", "supersedes")
+
+
+def _changes(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    before, after = before or {}, after or {}
+    out = []
+    for name in _SHOWN:
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        row: dict[str, Any] = {"field": name, "before": old, "after": new}
+        if name == "content" and isinstance(old, str) and isinstance(new, str):
+            row["diff"] = diff_words(old, new)
+        out.append(row)
+    return out
+
+
+def _all_items(handle: UserMemory) -> list[Any]:
+    return handle.list(filters=ALL_STATUSES, limit=_MANY)
+
+
+def timeline(handle: UserMemory, audit: Sequence[AuditEntry], *, limit: int = 100) -> list[dict[str, Any]]:
+    """What changed in memory and why, newest first: every version row of every item
+    (reads — ``access`` rows — left out), profile edits, and forgetting (from the audit
+    log: the content is gone, the fact that it was forgotten is not)."""
+    rows: list[dict[str, Any]] = []
+    for item in _all_items(handle):
+        for v in handle.history(item.id):
+            if v.op == "access":
+                continue
+            shown = v.after or v.before or {}
+            rows.append({"at": v.at.isoformat(), "what": version_label(v.op, v.actor),
+                         "op": v.op, "item_id": v.item_id, "version": v.version, "actor": v.actor,
+                         "reason": v.reason, "content": str(shown.get("content", ""))})
+    for p in handle.profile_history():
+        rows.append({"at": p.at.isoformat(), "what": "op_profile", "op": "profile", "item_id": None,
+                     "version": p.version, "actor": p.actor, "reason": p.reason,
+                     "content": ", ".join(f"{k}={v}" for k, v in sorted(p.data.items()) if v)})
+    for entry in audit:
+        if entry.action in FORGET_ACTIONS and 200 <= entry.status < 400:  # 303: a form's redirect
+            rows.append({"at": entry.at.isoformat(), "what": "op_forgotten", "op": "forget",
+                         "item_id": entry.target, "version": None, "actor": f"key:{entry.key_id}",
+                         "reason": entry.action, "content": ""})
+    rows.sort(key=lambda r: r["at"], reverse=True)
+    return rows[:limit]
+
+
+def overview(handle: UserMemory, audit: Sequence[AuditEntry]) -> dict[str, Any]:
+    """The user's overview: profile with its history, counts, timeline, open todos."""
+    items = _all_items(handle)
+    kinds = Counter(i.kind.value for i in items if i.status is Status.ACTIVE)
+    statuses = Counter(i.status.value for i in items)
+    todos = [i.to_dict() for i in items if i.kind is Kind.TODO and i.status is Status.ACTIVE]
+    return {"user_id": handle.user_id,
+            "profile": handle.profile().to_dict(),
+            "profile_history": [p.to_dict() for p in reversed(handle.profile_history())],
+            "counts": {"kind": {k.value: kinds.get(k.value, 0) for k in Kind},
+                       "status": {s.value: statuses.get(s.value, 0) for s in Status},
+                       "sessions": len(handle.sessions())},
+            "timeline": timeline(handle, audit),
+            "open_todos": todos}
+
+
+def _choice(value: str | None, allowed: Sequence[str], what: str) -> str | None:
+    if value in (None, ""):
+        return None
+    if value not in allowed:
+        raise ValidationError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
+
+
+def items_page(handle: UserMemory, *, kind: str | None = None, status: str | None = None,
+               layer: str | None = None, tag: str | None = None, text: str | None = None,
+               limit: int = 50, offset: int = 0) -> dict[str, Any]:
+    """Memory items (layer ``semantic``, the default) or raw turns (layer ``episodic``)
+    matching the filters, newest first; ``text`` is a case-insensitive substring."""
+    kind = _choice(kind, [k.value for k in Kind], "kind")
+    status = _choice(status, [s.value for s in Status] + ["all"], "status")
+    layer = _choice(layer, [Layer.SEMANTIC.value, Layer.EPISODIC.value], "layer") or "semantic"
+    needle = (text or "").strip().casefold()
+    filters = {"layer": layer, "kind": kind, "status": status, "tag": tag or None, "text": text or None}
+    if layer == "episodic":
+        turns = [m for info in handle.sessions() for m in handle.messages(info.session_id)
+                 if not needle or needle in (m.content or "").casefold()]
+        turns.sort(key=lambda m: (m.created_at, m.seq), reverse=True)
+        rows = [m.to_dict() for m in turns[offset:offset + limit + 1]]
+        return {"filters": filters, "items": [], "turns": rows[:limit], "offset": offset,
+                "next_offset": offset + limit if len(rows) > limit else None}
+    spec: dict[str, Any] = {"kind": kind or [], "tags": [tag] if tag else []}
+    spec["status"] = [s.value for s in Status] if status == "all" else (status or "active")
+    found = handle.list(filters=Filters.build(spec), limit=_MANY)
+    if needle:
+        found = [i for i in found if needle in i.content.casefold()]
+    page = [i.to_dict() for i in found[offset:offset + limit + 1]]
+    return {"filters": filters, "items": page[:limit], "turns": [], "offset": offset,
+            "next_offset": offset + limit if len(page) > limit else None}
+
+
+def _turns_by_id(handle: UserMemory, session_id: str | None, ids: Sequence[str]) -> list[dict[str, Any]]:
+    wanted = set(ids)
+    if not wanted:
+        return []
+    sessions = [session_id] if session_id else [s.session_id for s in handle.sessions()]
+    found: list[Message] = []
+    for sid in sessions:
+        found += [m for m in handle.messages(sid) if m.id in wanted]
+    if session_id and len(found) < len(wanted):  # an item merged from several sessions
+        for info in handle.sessions():
+            if info.session_id != session_id:
+                found += [m for m in handle.messages(info.session_id) if m.id in wanted]
+    return [m.to_dict() for m in found]
+
+
+def item_page(handle: UserMemory, item_id: str) -> dict[str, Any]:
+    """One item, its versions oldest first, each with the fields it changed (content as
+    a word diff), and the source turns it was extracted from."""
+    item = handle.get(item_id)
+    versions = []
+    for v in handle.history(item_id):
+        row = v.to_dict()
+        row["what"] = version_label(v.op, v.actor)
+        row["changes"] = _changes(v.before, v.after)
+        row["path"] = v.actor.split(":", 1)[0]  # rule / llm / api / key / user …
+        versions.append(row)
+    return {"item": item.to_dict(), "versions": versions,
+            "source_turns": _turns_by_id(handle, item.source_session_id, item.source_message_ids)}
+
+
+def sessions_page(handle: UserMemory) -> dict[str, Any]:
+    """The user's sessions, newest first."""
+    rows = [s.to_dict() for s in handle.sessions()]
+    rows.sort(key=lambda r: r["updated_at"], reverse=True)
+    return {"sessions": rows}
+
+
+def session_detail(handle: UserMemory, session_id: str) -> dict[str, Any]:
+    """A session: state (archive status, versions), the stored summary with the message
+    range it covers, and every message (tool calls and results included)."""
+    state = handle.session(session_id)
+    if not state.exists:
+        raise NotFoundError(f"no session {session_id!r} of this user")
+    messages = [m.to_dict() for m in handle.messages(session_id)]
+    return {"session": state.to_dict(), "messages": messages,
+            "summary": state.summary.to_dict() if state.summary else None,
+            "summary_range": [0, state.message_range_end]}

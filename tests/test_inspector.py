@@ -1,0 +1,305 @@
+"""The inspector over real HTTP (uvicorn, SQLite): login and the session cookie, every
+page and its JSON twin, corrections, undo, feedback, forgetting with its confirmation,
+and the security properties — stored markup renders inert, an end-user key reaches
+only its own user, state-changing requests need the CSRF token and this site's Origin.
+(The same flows in a real Chromium: tests/test_inspector_browser.py.)"""
+
+from __future__ import annotations
+
+import html
+
+import httpx
+import pytest
+from inspector_fixture import OPEN, close_clients, csrf_of, digest_of, login, seed
+from service_fixture import LiveServer
+
+from memstrata import Memory
+
+HOSTILE = ('<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=2"> '
+           '<a href="javascript:alert(1)">click</a> </td></tr></table><form action="//evil"><button>'
+           'Forget for good</button></form> ＜script＞ &lt;b&gt;')
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    memory = Memory(f"sqlite:///{tmp_path_factory.mktemp('ui') / 'm.db'}", embedder="hash:256")
+    with LiveServer(memory) as server:
+        yield server
+        close_clients()
+    memory.close()
+
+
+@pytest.fixture(scope="module")
+def lin(live):
+    return seed(live, "acme", "lin", marker=HOSTILE)
+
+
+@pytest.fixture(scope="module")
+def max_(live):
+    return seed(live, "acme", "max")
+
+
+def test_login_sets_an_httponly_strict_cookie_and_never_echoes_the_key(live, lin):
+    token = live.key("acme", "end-user", user_id="lin")
+    browser = login(live, token)
+    cookie = browser.post("/ui/login", data={"key": token}).headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+    page = browser.get("/ui/users/lin")
+    assert page.status_code == 200 and token not in page.text and token.split("_")[2] not in cookie
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+
+
+def test_wrong_key_and_no_session_are_refused(live):
+    anon = httpx.Client(base_url=live.url, follow_redirects=False)
+    OPEN.append(anon)
+    assert anon.get("/ui/users/lin").headers["location"].startswith("/ui/login")
+    assert anon.get("/ui/users/lin?format=json").status_code == 401
+    r = anon.post("/ui/login", data={"key": "msk_0123456789abcdef_" + "x" * 30})
+    assert r.status_code == 401 and "unknown or revoked" in r.text
+    anon.cookies.set("memstrata_ui", "deadbeefdeadbeef.99999999999.nonce.forged", path="/ui")
+    assert anon.get("/ui/users/lin?format=json").status_code == 401
+
+
+def test_a_revoked_key_ends_its_browser_sessions(live, lin):
+    made = live.service.keys.create("acme", "app")
+    browser = login(live, made.token)
+    assert browser.get("/ui/users/lin?format=json").status_code == 200
+    live.service.keys.revoke(made.key.id)
+    assert browser.get("/ui/users/lin?format=json").status_code == 401
+
+
+def test_stored_markup_renders_as_text(live, lin):
+    browser = login(live, live.key("acme", "app"))
+    for path in ("/ui/users/lin", "/ui/users/lin/items", f"/ui/users/lin/items/{lin.item['id']}",
+                 f"/ui/users/lin/items/{lin.item['id']}/forget",
+                 "/ui/users/lin/search?q=" + "Java", "/ui/users/lin/items?layer=episodic&text=Java"):
+        page = browser.get(path)
+        assert page.status_code == 200, path
+        body = page.text
+        for raw in ("<script>window.__pwned", "<img src=x", 'href="javascript:', '<form action="//evil"'):
+            assert raw not in body, (path, raw)
+        if "Works mostly" in body:
+            assert html.escape("<script>window.__pwned=1</script>", quote=False) in body or \
+                "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in body
+    # the only scripts on any page are the inspector's own file
+    page = browser.get(f"/ui/users/lin/items/{lin.item['id']}").text
+    assert page.count("<script") == 1 and '<script src="/ui/static/inspector.js" defer>' in page
+
+
+def test_an_end_user_key_reaches_only_its_own_user(live, lin, max_):
+    browser = login(live, live.key("acme", "end-user", user_id="lin"))
+    assert browser.get("/ui/users/lin?format=json").json()["user_id"] == "lin"
+    for path in ("/ui/users/max", "/ui/users/max/items", f"/ui/users/max/items/{max_.item['id']}",
+                 "/ui/users/max/sessions", "/ui/users/max/sessions/s1", "/ui/users/max/search?q=Java",
+                 f"/ui/users/max/items/{max_.item['id']}/forget", "/ui/ops"):
+        for suffix in ("", "&format=json" if "?" in path else "?format=json"):
+            r = browser.get(path + suffix)
+            assert r.status_code == 403, (path + suffix, r.status_code)
+            assert "Works mostly in Java" not in r.text and max_.item["id"] not in r.text
+    # another user's item named under the own user id is not found either
+    assert browser.get(f"/ui/users/lin/items/{max_.item['id']}?format=json").status_code == 404
+    assert browser.get("/ui/users?format=json").json()["users"] == ["lin"]
+    csrf = csrf_of(browser.get("/ui/users/lin").text)
+    r = browser.post(f"/ui/users/max/items/{max_.item['id']}/feedback", data={"csrf": csrf, "signal": "down"})
+    assert r.status_code == 403
+    assert max_.api.get(f"/v1/users/max/items/{max_.item['id']}").json()["version"] == max_.item["version"]
+    # the REST API with the same key says the same
+    with live.client(live.key("acme", "end-user", user_id="lin")) as rest:
+        assert rest.get("/v1/users/max/items").status_code == 403
+
+
+def test_another_tenant_sees_none_of_it(live, lin):
+    browser = login(live, live.key("globex", "admin"))
+    assert browser.get("/ui/users?format=json").json()["users"] == []
+    assert browser.get(f"/ui/users/lin/items/{lin.item['id']}?format=json").status_code == 404
+
+
+def test_state_changing_requests_need_the_csrf_token_and_this_origin(live, lin):
+    browser = login(live, live.key("acme", "app"))
+    other = login(live, live.key("acme", "app"))
+    item = lin.api.post("/v1/users/lin/items", json={"content": "Likes green tea"}).json()
+    path = f"/ui/users/lin/items/{item['id']}/edit"
+    token = csrf_of(browser.get(f"/ui/users/lin/items/{item['id']}").text)
+    for data, headers in (({"content": "x"}, {}),                                   # no token
+                          ({"content": "x", "csrf": "0" * 40}, {}),                  # a wrong one
+                          ({"content": "x", "csrf": csrf_of(other.get("/ui/users").text)}, {}),  # another session's
+                          ({"content": "x", "csrf": token}, {"Origin": "https://evil.example"}),
+                          ({"content": "x", "csrf": token}, {"Origin": "null"}),
+                          ({"content": "x", "csrf": token}, {"Referer": "https://evil.example/page"})):
+        r = browser.post(path, data=data, headers=headers)
+        assert r.status_code == 403, (data, headers)
+    assert lin.api.get(f"/v1/users/lin/items/{item['id']}").json()["version"] == 1
+    # the login form too refuses a foreign Origin
+    assert browser.post("/ui/login", data={"key": "x"}, headers={"Origin": "https://evil.example"}).status_code == 403
+    # a GET changes nothing
+    assert browser.get(f"/ui/users/lin/items/{item['id']}/undo").status_code in (404, 405)
+    r = browser.post(path, data={"content": "Likes jasmine tea", "csrf": token},
+                     headers={"Origin": live.url})
+    assert r.status_code == 303
+    assert lin.api.get(f"/v1/users/lin/items/{item['id']}").json()["content"] == "Likes jasmine tea"
+    # refused and accepted attempts are both in the audit log, under the inspector's names
+    with live.client(live.key("acme", "admin")) as admin:
+        audit = admin.get("/v1/audit", params={"action": "ui.items"}).json()["data"]
+    actions = [(e["action"], e["status"]) for e in audit]
+    assert ("ui.items.update", 303) in actions and ("ui.items.update", 403) in actions
+
+
+def test_correct_undo_feedback_done_through_the_pages(live, lin):
+    browser = login(live, live.key("acme", "end-user", user_id="lin"))
+    item = lin.api.post("/v1/users/lin/items", json={"content": "Lives in Berlin"}).json()
+    base = f"/ui/users/lin/items/{item['id']}"
+    token = csrf_of(browser.get(base).text)
+    r = browser.post(f"{base}/edit", data={"csrf": token, "content": "Lives in Hamburg",
+                                           "expected_version": "1", "reason": "moved in May"})
+    assert r.status_code == 303 and "msg=saved_ok" in r.headers["location"]
+    got = lin.api.get(f"/v1/users/lin/items/{item['id']}").json()
+    assert got["content"] == "Lives in Hamburg" and got["version"] == 2
+    history = browser.get(f"{base}?format=json").json()["versions"]
+    assert history[-1]["reason"] == "moved in May" and history[-1]["what"] == "op_corrected"
+    assert {"op": "ins", "text": "Hamburg"} in history[-1]["changes"][0]["diff"]
+    # a stale edit (the page showed version 1) is refused and changes nothing
+    r = browser.post(f"{base}/edit", data={"csrf": token, "content": "Lives in Bonn", "expected_version": "1"})
+    assert r.status_code == 409
+    assert browser.post(f"{base}/undo", data={"csrf": token}).status_code == 303
+    assert lin.api.get(f"/v1/users/lin/items/{item['id']}").json()["content"] == "Lives in Berlin"
+    before = lin.api.get(f"/v1/users/lin/items/{item['id']}").json()["confidence"]
+    assert browser.post(f"{base}/feedback", data={"csrf": token, "signal": "down"}).status_code == 303
+    assert lin.api.get(f"/v1/users/lin/items/{item['id']}").json()["confidence"] < before
+    todo = f"/ui/users/lin/items/{lin.todo['id']}/complete"
+    assert browser.post(todo, data={"csrf": token}).status_code == 303
+    assert lin.api.get(f"/v1/users/lin/items/{lin.todo['id']}").json()["status"] == "done"
+    # the profile: a field edit is a new version, shown in the overview's history
+    r = browser.post("/ui/users/lin/profile", data={"csrf": token, "field": "goals",
+                                                    "value": "ship the Go router\nlearn Rust"})
+    assert r.status_code == 303
+    assert lin.api.get("/v1/users/lin/profile").json()["goals"][:2] == ["ship the Go router", "learn Rust"]
+    overview = browser.get("/ui/users/lin?format=json").json()
+    assert overview["profile_history"][0]["data"]["goals"] == ["ship the Go router", "learn Rust"]
+    assert {"op_corrected", "op_feedback", "op_remembered", "op_profile"} <= {e["what"] for e in overview["timeline"]}
+
+
+def test_forgetting_shows_exactly_what_goes_then_erases_it(live):
+    made = seed(live, "acme", "zoe")
+    browser = login(live, live.key("acme", "app"))
+    source = next((i for i in made.extracted if i["source_message_ids"]), None)
+    assert source is not None, "the rule extractor made no item from the seeded turns"
+    page = browser.get(f"/ui/users/zoe/items/{source['id']}/forget?turns=1")
+    plan = browser.get(f"/ui/users/zoe/items/{source['id']}/forget?turns=1&format=json").json()
+    assert [i["id"] for i in plan["items"]] == [source["id"]]
+    assert {t["id"] for t in plan["turns"]} == set(source["source_message_ids"])
+    assert [s["session_id"] for s in plan["summaries"]] in ([], ["s1"])
+    token, digest = csrf_of(page.text), digest_of(page.text)
+    # a plan that changed since the confirmation (here: without the turns) is refused
+    r = browser.post(f"/ui/users/zoe/items/{source['id']}/forget", data={"csrf": token, "digest": digest, "turns": "0"})
+    assert r.status_code == 409
+    assert made.api.get(f"/v1/users/zoe/items/{source['id']}").status_code == 200
+    r = browser.post(f"/ui/users/zoe/items/{source['id']}/forget", data={"csrf": token, "digest": digest, "turns": "1"})
+    assert r.status_code == 303
+    assert made.api.get(f"/v1/users/zoe/items/{source['id']}").status_code == 404
+    left = {m["id"] for m in made.api.get("/v1/users/zoe/sessions/s1/messages").json()["data"]}
+    assert not left & set(source["source_message_ids"]) and left
+    hits = made.api.post("/v1/users/zoe/search", json={"query": source["content"], "k": 20}).json()["hits"]
+    assert source["id"] not in {h["id"] for h in hits}
+    # the timeline keeps the fact (not the content) that something was forgotten
+    timeline = browser.get("/ui/users/zoe?format=json").json()["timeline"]
+    assert any(e["op"] == "forget" and e["item_id"] == source["id"] for e in timeline)
+    # then the session's turns, with the items extracted from them
+    plan = browser.get("/ui/users/zoe/sessions/s1/forget?items=1&format=json").json()
+    assert {t["id"] for t in plan["turns"]} == left
+    page = browser.get("/ui/users/zoe/sessions/s1/forget?items=1").text
+    r = browser.post("/ui/users/zoe/sessions/s1/forget", data={"csrf": csrf_of(page), "digest": digest_of(page),
+                                                               "items": "1"})
+    assert r.status_code == 303
+    assert made.api.get("/v1/users/zoe/sessions/s1/messages").json()["data"] == []
+    state = made.api.get("/v1/users/zoe/sessions/s1").json()
+    assert state["summary"] is None or not any(state["summary"][p] for p in
+                                               ("goal", "decisions", "done", "open_questions", "constraints"))
+    for gone in plan["items"]:
+        assert made.api.get(f"/v1/users/zoe/items/{gone['id']}").status_code == 404
+    hits = made.api.post("/v1/users/zoe/search", json={"query": "Postgres routing Java Go", "k": 20}).json()["hits"]
+    assert not [h for h in hits if h["layer"] == "episodic"]
+
+
+def test_language_follows_the_browser_then_the_switch(live, lin):
+    token = live.key("acme", "app")
+    zh = login(live, token, **{"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.8"})
+    assert "核心画像" in zh.get("/ui/users/lin").text
+    en = login(live, token, **{"Accept-Language": "en-US,en;q=0.9,zh;q=0.5"})
+    assert "Core profile" in en.get("/ui/users/lin").text
+    r = en.get("/ui/lang", params={"to": "zh", "next": "/ui/users/lin"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/users/lin"
+    assert "核心画像" in en.get("/ui/users/lin").text
+    assert en.get("/ui/lang", params={"to": "zh", "next": "https://evil.example/"}).headers["location"] == "/ui/"
+
+
+def test_sessions_and_search_pages_and_their_json_twins(live, lin):
+    browser = login(live, live.key("acme", "app"))
+    session = browser.get("/ui/users/lin/sessions/s1?format=json").json()
+    assert [m["role"] for m in session["messages"]] == ["user", "assistant", "tool", "user"]
+    assert session["messages"][1]["tool_calls"][0]["function"]["name"] == "search_docs"
+    page = browser.get("/ui/users/lin/sessions/s1").text
+    assert "search_docs" in page and "call_1" in page
+    found = browser.get("/ui/users/lin/search", params={"q": "last time, which language did I switch to?",
+                                                        "format": "json"}).json()
+    assert found["hits"] and found["context"]["report"]["recall"] == "deep"
+    assert {"similarity", "dense", "lexical", "recency"} <= set(found["hits"][0]["parts"])
+    kept = set(found["context"]["report"]["kept_ids"])
+    for hit in found["hits"]:
+        assert (hit["why"]["verdict"] == "kept") == (hit["id"] in kept)
+    report = found["context"]["report"]
+    assert 0 < report["tokens"] <= found["budget"] and report["layers"]["memories"] > 0
+
+
+def test_every_word_the_templates_use_exists_in_both_languages():
+    import re
+    from pathlib import Path
+
+    from memstrata.server.ui.i18n import WORDS
+    from memstrata.server.ui.views import version_label
+
+    used = set()
+    for path in Path(__file__).resolve().parent.parent.joinpath("memstrata/server/ui/templates").glob("*.html"):
+        used |= set(re.findall(r"\bt\('([a-z_]+)'\)", path.read_text()))
+    assert used and used <= set(WORDS), sorted(used - set(WORDS))
+    for op in ("create", "edit", "feedback", "status", "undo", "boost", "supersede", "delete"):
+        assert version_label(op, "api") in WORDS
+    assert all(en.strip() and zh.strip() and en != zh for en, zh in WORDS.values())
+
+
+def test_operations_and_knowledge_pages(live, lin):
+    from datetime import timedelta
+
+    from memstrata.types import Scope, UsageRecord, utcnow
+
+    store = live.memory.store
+    now = utcnow()
+    for hours, tokens in ((3, 120), (1, 80), (1, 40), (0, 10)):
+        store.record_llm_usage(Scope("lin", "acme"), UsageRecord(now - timedelta(hours=hours), "test:model",
+                                                                 "extract", tokens, 5, 0.25))
+    admin = login(live, live.key("acme", "admin"))
+    ops = admin.get("/ui/ops?format=json").json()
+    calls = [p["value"] for p in ops["series"]["calls"]]
+    assert sum(calls) == 4 and calls[-2] == 2 and len(calls) == 24
+    tokens = [p["value"] for p in ops["series"]["tokens"]]
+    assert tokens[-1] == 15 and tokens[-2] == 130
+    assert ops["usage"]["calls"]["extract"]["calls"] == 4
+    assert any(o["kind"] == "extract" and o["status"] == "done" for o in ops["jobs"]["outcomes"])
+    assert ops["audit"] and all(e["tenant"] == "acme" for e in ops["audit"])
+    page = admin.get("/ui/ops").text
+    assert page.count('<svg class="chart"') == 3 and "<desc>" in page
+    # app and end-user keys: no operations page
+    assert login(live, live.key("acme", "app")).get("/ui/ops?format=json").status_code == 403
+    # the knowledge base: documents, chunks and their usage
+    with live.client(live.key("acme", "app")) as app:
+        r = app.post("/v1/kb/documents", json={"doc_id": "returns.md", "title": "Returns <b>policy</b>",
+                                               "content": "# Returns\n\nReturns are free within 30 days. "
+                                                          "退货运费由我们承担。"})
+        assert r.status_code == 201, r.text
+    kb = admin.get("/ui/kb?format=json").json()
+    assert [d["id"] for d in kb["documents"]] == ["returns.md"]
+    doc = admin.get("/ui/kb/returns.md?format=json").json()
+    assert doc["chunks"] and {"recalled", "used"} <= set(doc["chunks"][0])
+    assert "Returns &lt;b&gt;policy&lt;/b&gt;" in admin.get("/ui/kb").text
+    user_view = login(live, live.key("acme", "end-user", user_id="lin")).get("/ui/kb?user=lin&format=json")
+    assert user_view.status_code == 200 and [d["id"] for d in user_view.json()["documents"]] == ["returns.md"]
