@@ -112,7 +112,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Query vectors kept in memory by query text, least recently used out first "
             "(a repeated query skips the embedding); 0 = embed every query", low=0, high=1_000_000),
     Setting("index_memory_mb", 512.0, float,
-            "Memory an SQLite store's in-process search index may hold, all users together "
+            "Memory a store's in-process search index may hold, all users together "
             "(least recently searched users are dropped first and reloaded when searched)",
             low=1.0),
     Setting("sessions", "", str,

@@ -44,7 +44,7 @@ ALLOWED = {
     ("sqlite.py", "idle_sessions"), ("postgres.py", "idle_sessions"),
     # store-wide maintenance: FTS5 optimize merges every segment; the one-time fill of
     # term records and int8 vectors for documents written before migration 0009_p13
-    ("sqlite.py", "compact"), ("sqlite.py", "_backfill"),
+    ("sqlite.py", "compact"), ("sqlite.py", "_backfill"), ("postgres.py", "_backfill"),
 }
 # SQLite follow-ups keyed by a rowid that a scoped lookup in the same transaction just
 # returned (single-node SQLite only; reported upstream as worth scoping anyway).

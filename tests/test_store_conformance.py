@@ -548,21 +548,26 @@ def test_lexical_scores_match_sqlite_bm25(tmp_path, pg_url: str) -> None:
         assert [s for _, s in a] == pytest.approx([s for _, s in b], rel=1e-9, abs=1e-6)
 
 
-def test_postgres_hnsw_path_agrees_with_exact(pg_url: str) -> None:
-    """Past ``exact_search_limit`` the HNSW index answers; on a small scope it is exact."""
+def test_postgres_vector_search_agrees_with_pgvector_exact(pg_url: str) -> None:
+    """The int8 first pass in process and the exact re-scoring by pgvector give what an
+    exact ``ORDER BY embedding <=> q`` over every document gives, filters included."""
     with open_store(pg_url) as store:
         rng = np.random.default_rng(7)
-        vectors = rng.normal(size=(60, DIM)).astype(np.float32)
+        vectors = rng.normal(size=(300, DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        msgs = store.append_messages(ALICE, "s1", [msg(f"turn {i}", i) for i in range(60)])
+        msgs = store.append_messages(ALICE, "s1", [msg(f"turn {i}", i) for i in range(300)])
         store.index(ALICE, [turn_doc(m, vector=vectors[i]) for i, m in enumerate(msgs)])
-        exact = store.vector_search(ALICE, vectors[5], Filters(), 10)
-        store.exact_search_limit = 0  # type: ignore[attr-defined]
-        approx = store.vector_search(ALICE, vectors[5], Filters(), 10)
-        assert ids(approx) == ids(exact) and ids(exact)[0] == msgs[5].id
-        assert store.vector_search(ALICE, vectors[5], Filters(session_ids=("none",)), 10) == []
-    import psycopg
+        import psycopg
+        from pgvector.psycopg import register_vector
 
-    with psycopg.connect(pg_url) as conn:
-        names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename='docs'")}
-    assert f"docs_hnsw_{DIM}" in names
+        with psycopg.connect(pg_url) as conn:
+            register_vector(conn)
+            for q in vectors[:5]:
+                exact = [r[0] for r in conn.execute(
+                    "SELECT id FROM docs WHERE namespace=%s AND user_id=%s ORDER BY "
+                    "embedding <=> %s, seq LIMIT 10", (ALICE.namespace, ALICE.user_id, q))]
+                got = store.vector_search(ALICE, q, Filters(), 10)
+                assert ids(got) == exact
+                assert [c for _, c in got] == sorted((c for _, c in got), reverse=True)
+        assert ids(store.vector_search(ALICE, vectors[5], Filters(), 10))[0] == msgs[5].id
+        assert store.vector_search(ALICE, vectors[5], Filters(session_ids=("none",)), 10) == []

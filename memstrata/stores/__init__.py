@@ -26,13 +26,12 @@ def _sqlite(url: str, index_memory_mb: float | None = None) -> Store:
 
 
 def _postgres(url: str, index_memory_mb: float | None = None) -> Store:
-    # the PostgreSQL index lives in the server: there is no in-process index to budget
     try:
         from .postgres import open_postgres
     except ImportError as exc:
         raise ConfigError(f"the PostgreSQL backend needs psycopg, psycopg-pool and pgvector "
                           f"({exc.name or exc} is missing): pip install 'memstrata[postgres]'") from exc
-    return open_postgres(url)
+    return open_postgres(url, index_memory_mb=index_memory_mb)
 
 
 # scheme -> factory; the one table that maps URLs to backends
@@ -47,7 +46,7 @@ BACKENDS: dict[str, Callable[[str, float | None], Store]] = {
 def open_store(url: "str | Store", *, index_memory_mb: float | None = None) -> Store:
     """Open (and migrate) the store a URL names; a Store passes through unchanged.
 
-    ``index_memory_mb`` bounds an SQLite store's in-process search index (default: the
+    ``index_memory_mb`` bounds the store's in-process search index (default: the
     ``index_memory_mb`` setting)."""
     if isinstance(url, Store):
         return url

@@ -2,7 +2,7 @@
 
 ``connection`` holds the pool, per-thread transactions, migrations and the mapping of
 SQLSTATE codes to memstrata errors; ``rows`` the log, sessions, items, jobs, metadata
-and usage; ``index`` BM25 over stored postings and pgvector search.
+and usage; ``index`` the documents, their change log and the in-process search mirrors.
 """
 
 from __future__ import annotations
@@ -49,8 +49,13 @@ class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, KnowledgeRows, S
             raise explain(exc, self.url) from exc
 
 
-def open_postgres(url: str) -> PostgresStore:
-    """``postgresql://user:password@host:port/database`` (libpq URL), migrated."""
-    store = PostgresStore(url)
+def open_postgres(url: str, *, index_memory_mb: float | None = None) -> PostgresStore:
+    """``postgresql://user:password@host:port/database`` (libpq URL), migrated;
+    ``index_memory_mb`` bounds the in-process search index (default: the setting)."""
+    if index_memory_mb is None:
+        from ...config import Settings
+
+        index_memory_mb = Settings.load().index_memory_mb
+    store = PostgresStore(url, index_memory_mb=index_memory_mb)
     store.setup()
     return store

@@ -1,47 +1,60 @@
-"""The PostgreSQL search index: BM25 from stored term statistics, pgvector for cosine.
+"""The PostgreSQL search index: documents in the server, searched in process.
 
-Vectors live in ``docs.embedding`` (pgvector); a partial HNSW index per dimension
-(cosine) is created the first time that dimension is written.
+* Durable: ``docs`` (what a hit shows, the pgvector ``embedding``, and each document's
+  *term record* and int8 vector copy — :mod:`memstrata.stores.lexical`,
+  :mod:`memstrata.stores.dense`), ``scope_stats`` (per scope: documents, total length,
+  the change log's head and floor) and ``index_log`` (the ``docs.seq`` each index write
+  wrote or deleted).
+* Log order is commit order within a scope: a write takes its log positions from the
+  scope's ``scope_stats`` row (``log_seq``), whose row lock it then holds until it
+  commits, so a reader that sees position n sees every position before it. A process
+  that has applied the log up to n applies exactly the entries after it, in one round
+  trip that also reads the rows they name — its own writes and every other process's.
+* Searches run on the same :class:`~memstrata.stores.mirror.ScopeMirror` as SQLite's
+  (BM25 with FTS5's formula over the term records, an int8 first pass over the vectors)
+  kept in a :class:`~memstrata.stores.mirror.MirrorCache` under ``index_memory_mb``;
+  dense candidates are re-scored exactly by pgvector (``1 - (embedding <=> q)``) in the
+  server. Scores and ties are the SQLite backend's, to floating-point rounding.
+* Searches read what is committed: inside a transaction, a search does not see the
+  transaction's own index writes until it commits (it reads the log on a connection of
+  its own).
 
-Lexical ranking — BM25 from stored term statistics
---------------------------------------------------
-The caller hands us analysed tokens (jieba words, Snowball stems), so a PostgreSQL text
-search configuration has nothing left to do, and ``ts_rank`` is not BM25 (no IDF, no
-length saturation): its rankings differ from SQLite's. We store instead one *posting*
-per (scope, term, doc) with the term's count in ``body`` and in ``context``, the length
-of each document and, per scope, the number of documents and their total length. A
-search computes exactly the formula of SQLite FTS5's ``bm25()`` (k1 = 1.2, b = 0.75)::
-
-    score(D) = Σ_t idf(t) · f·(k1+1) / (f + k1·(1 − b + b·|D|/avgdl))
-    f = body_weight · tf_body + context_weight · tf_context
-    idf(t) = max(ln((N − n_t + 0.5) / (n_t + 0.5)), 1e-6)
-
-with |D| counting, as FTS5 does, one extra token for the scope column. One difference:
-FTS5 takes N, n_t and avgdl over the whole table (every user), we take them over the
-scope. For a store holding one user, scores are equal to floating-point rounding and
-ties break the same way (insertion order); with several users, IDFs reflect that user's
-own documents only, which is what a sharded (Citus) deployment can compute locally.
+The ``postings`` table of earlier versions is no longer written; its rows fill in the
+term records of documents stored before them (then deleted with their documents).
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
+import psycopg
+from psycopg_pool import PoolTimeout
 
 from ...types import Filters, Layer, Scope
+from .. import policy
 from ..base import DocInfo, IndexDoc
-from .connection import PostgresConnection
+from ..dense import quantize, rescore_depth
+from ..lexical import encode_terms
+from ..mirror import DocRecord, MirrorCache, ScopeMirror
+from .connection import PostgresConnection, explain
 from .rows import filter_sql
 
 __all__ = ["PostgresIndex"]
 
-_K1, _B = 1.2, 0.75
-_TOKEN = re.compile(r"[^\W_]+")  # FTS5 unicode61: runs of letters and digits, case-folded
-_HNSW_MAX_DIM = 2000  # pgvector's limit for an HNSW index on `vector`
-_LOCK_HNSW = 72_616_002  # advisory lock key: one index builder at a time
+_TOKEN = re.compile(r"[^\W_]+")  # documents' lengths: runs of letters and digits, case-folded
+
+#: a scope's log head and floor, and every entry after a position with the row it names
+_SYNC = ("SELECT s.log_seq, s.log_floor, l.seq, l.doc, d.id, d.status, d.terms, d.q8 "
+         "FROM (SELECT 1) AS one "
+         "LEFT JOIN scope_stats s ON s.namespace=%(ns)s AND s.user_id=%(uid)s "
+         "LEFT JOIN index_log l ON l.namespace=%(ns)s AND l.user_id=%(uid)s AND l.seq > %(after)s "
+         "LEFT JOIN docs d ON d.namespace=%(ns)s AND d.user_id=%(uid)s AND d.seq = l.doc "
+         "ORDER BY l.seq")
 
 
 def _terms(text: str) -> list[str]:
@@ -52,151 +65,223 @@ class PostgresIndex(PostgresConnection):
     """The :class:`~memstrata.stores.base.SearchIndex` and
     :class:`~memstrata.stores.base.VectorCache` seams on PostgreSQL."""
 
-    #: scopes with at most this many documents are searched exactly (a scan of the
-    #: user's rows); larger ones through the HNSW index, falling back to exact when
-    #: filtering leaves the index short of ``limit`` hits.
-    exact_search_limit = 20_000
-    #: documents this process may add before it checks the planner's statistics
-    analyze_after = 1000
+    #: log entries kept per scope; a process that fell further behind rebuilds the mirror
+    log_keep = 20_000
+    #: a mirror folds its appended rows into its base past max(fold_min, fold_ratio × rows)
+    fold_min, fold_ratio = 1024, 0.05
+    #: a sync with more changes than max(fold_min, reload_ratio × rows) rebuilds instead
+    reload_ratio = 0.3
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, index_memory_mb: float = 512.0) -> None:
         super().__init__(url, min_size=min_size, max_size=max_size, timeout=timeout)
-        self._hnsw_dims: set[int] = set()
-        self._added_since_analyze = 0
+        self._mirrors = MirrorCache(int(index_memory_mb * 2**20))
+        self._mirror_lock = threading.RLock()
+
+    def setup(self) -> list[str]:
+        applied = super().setup()
+        if "0009_p13_pg_index_log" in applied:
+            self._backfill()
+        return applied
+
+    def _backfill(self) -> None:
+        """Term records and int8 vectors for documents stored before they existed (terms
+        from their postings), and each scope's log head."""
+        with self.transaction():
+            docs = self._x("SELECT namespace, user_id, id, embedding FROM docs WHERE terms IS NULL")
+            counts: dict[tuple[str, str, str], tuple[list[str], list[str]]] = {}
+            for p in self._x("SELECT namespace, user_id, doc_id, term, tf_body, tf_context "
+                             "FROM postings"):
+                body, context = counts.setdefault((p["namespace"], p["user_id"], p["doc_id"]), ([], []))
+                body += [p["term"]] * p["tf_body"]
+                context += [p["term"]] * p["tf_context"]
+            rows = []
+            for d in docs:
+                body, context = counts.get((d["namespace"], d["user_id"], d["id"]), ([], []))
+                vec = d["embedding"]  # an untyped `vector` column reads as pgvector's Vector
+                vec = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
+                rows.append((encode_terms(" ".join(body), " ".join(context)),
+                             None if vec is None else quantize(np.asarray(vec, dtype=np.float32)),
+                             d["namespace"], d["user_id"], d["id"]))
+            self._many("UPDATE docs SET terms=%s, q8=%s WHERE namespace=%s AND user_id=%s AND id=%s",
+                       rows)
+            self._x("DELETE FROM postings")
 
     # -- index ----------------------------------------------------------------------
+    def _log(self, scope: Scope, seqs: Sequence[int], added: int = 0, grown: int = 0) -> None:
+        """Count the scope's documents and append the change log, inside the caller's
+        transaction: the scope's row stays locked until it commits (see the module)."""
+        ns, uid = scope.namespace, scope.user_id
+        n = len(seqs)
+        row = self._x("INSERT INTO scope_stats (namespace, user_id, n_docs, total_len, log_seq, "
+                      "logged) VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (namespace, user_id) DO UPDATE "
+                      "SET n_docs=scope_stats.n_docs+excluded.n_docs, "
+                      "total_len=scope_stats.total_len+excluded.total_len, "
+                      "log_seq=scope_stats.log_seq+excluded.log_seq, "
+                      "logged=scope_stats.logged+excluded.logged RETURNING log_seq, logged",
+                      (ns, uid, added, grown, n, n))[0]
+        head, logged = int(row["log_seq"]), int(row["logged"])
+        self._many("INSERT INTO index_log (namespace, user_id, seq, doc) VALUES (%s,%s,%s,%s)",
+                   [(ns, uid, head - n + 1 + i, s) for i, s in enumerate(seqs)])
+        if logged > 2 * self.log_keep:
+            floor = head - self.log_keep
+            self._x("DELETE FROM index_log WHERE namespace=%s AND user_id=%s AND seq <= %s",
+                    (ns, uid, floor))
+            self._x("UPDATE scope_stats SET log_floor=%s, logged=%s WHERE namespace=%s AND "
+                    "user_id=%s", (floor, self.log_keep, ns, uid))
+
     def index(self, scope: Scope, docs: Sequence[IndexDoc]) -> None:
         if not docs:
             return
         ns, uid = scope.namespace, scope.user_id
         with self.transaction():
-            for dim in sorted({np.asarray(d.vector).size for d in docs if d.vector is not None}):
-                self._ensure_hnsw(dim)
             ids = sorted({d.id for d in docs})
             lens = {r["id"]: r["doc_len"] for r in self._x(
                 "SELECT id, doc_len FROM docs WHERE namespace=%s AND user_id=%s AND id = ANY(%s) "
                 "ORDER BY id FOR UPDATE", (ns, uid, ids))}
-            added, grown, final, rows = 0, 0, {}, []
+            added, grown, rows = 0, 0, []
             for doc in docs:
-                body, context = Counter(_terms(doc.body)), Counter(_terms(doc.context))
                 # + 1: FTS5 counts the scope column's token in |D|; so do we, for equal scores
-                length = sum(body.values()) + sum(context.values()) + 1
+                length = len(_terms(doc.body)) + len(_terms(doc.context)) + 1
                 added += doc.id not in lens
                 grown += length - lens.get(doc.id, 0)
                 lens[doc.id] = length
-                final[doc.id] = (body, context)
-                vec = None if doc.vector is None else np.asarray(doc.vector, dtype=np.float32)
+                vec = None if doc.vector is None else np.asarray(doc.vector, dtype=np.float32).reshape(-1)
                 rows.append((ns, uid, doc.id, doc.layer.value, doc.text, doc.session_id, doc.kind,
                              doc.status, doc.importance, doc.created_at, list(doc.tags), length,
-                             None if vec is None else vec.shape[0], vec))
+                             None if vec is None else vec.shape[0], vec,
+                             encode_terms(doc.body, doc.context),
+                             None if vec is None else quantize(vec)))
             self._many("INSERT INTO docs (namespace, user_id, id, layer, text, session_id, kind, "
-                       "status, importance, created_at, tags, doc_len, dim, embedding) VALUES "
-                       "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (namespace, user_id, "
-                       "id) DO UPDATE SET layer=excluded.layer, text=excluded.text, "
-                       "session_id=excluded.session_id, kind=excluded.kind, status=excluded.status, "
-                       "importance=excluded.importance, created_at=excluded.created_at, "
-                       "tags=excluded.tags, doc_len=excluded.doc_len, "
-                       "dim=COALESCE(excluded.dim, docs.dim), "
-                       "embedding=COALESCE(excluded.embedding, docs.embedding)", rows)
-            self._x("DELETE FROM postings WHERE namespace=%s AND user_id=%s AND doc_id = ANY(%s)",
-                    (ns, uid, ids))
-            self._many("INSERT INTO postings (namespace, user_id, term, doc_id, tf_body, tf_context) "
-                       "VALUES (%s,%s,%s,%s,%s,%s)",
-                       [(ns, uid, term, doc_id, body[term], context[term])
-                        for doc_id, (body, context) in final.items() for term in sorted(body | context)])
-            self._x("INSERT INTO scope_stats (namespace, user_id, n_docs, total_len) VALUES "
-                    "(%s,%s,%s,%s) ON CONFLICT (namespace, user_id) DO UPDATE SET "
-                    "n_docs=scope_stats.n_docs+excluded.n_docs, "
-                    "total_len=scope_stats.total_len+excluded.total_len", (ns, uid, added, grown))
-            self._maybe_analyze(added)
-
-    def _maybe_analyze(self, added: int) -> None:
-        """ANALYZE the index tables once this process has added more documents than the
-        planner's statistics know of. After a bulk import, until autovacuum's next pass,
-        row estimates of 1 turn the BM25 query into nested loops: seconds per search at
-        a few thousand documents instead of milliseconds. Doubling keeps this rare."""
-        self._added_since_analyze += added
-        if self._added_since_analyze < self.analyze_after:
-            return
-        known = self._x("SELECT reltuples FROM pg_class WHERE oid = 'docs'::regclass")[0]["reltuples"]
-        if self._added_since_analyze > max(known, 0):
-            self._x("ANALYZE docs, postings, scope_stats")
-            self._added_since_analyze = 0
-
-    def _ensure_hnsw(self, dim: int) -> None:
-        """Create the HNSW index for ``dim`` if missing; call before writing to ``docs``."""
-        if dim in self._hnsw_dims or dim > _HNSW_MAX_DIM:
-            return
-        name = f"docs_hnsw_{dim}"
-        if self._x("SELECT to_regclass(%s) AS r", (name,))[0]["r"] is not None:
-            self._hnsw_dims.add(dim)  # cached only once seen committed
-            return
-        with self.transaction():
-            self._x("SELECT pg_advisory_xact_lock(%s)", (_LOCK_HNSW,))
-            self._x(f"CREATE INDEX IF NOT EXISTS {name} ON docs USING hnsw "
-                    f"((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}")
+                       "status, importance, created_at, tags, doc_len, dim, embedding, terms, q8) "
+                       "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+                       "ON CONFLICT (namespace, user_id, id) DO UPDATE SET layer=excluded.layer, "
+                       "text=excluded.text, session_id=excluded.session_id, kind=excluded.kind, "
+                       "status=excluded.status, importance=excluded.importance, "
+                       "created_at=excluded.created_at, tags=excluded.tags, "
+                       "doc_len=excluded.doc_len, dim=COALESCE(excluded.dim, docs.dim), "
+                       "embedding=COALESCE(excluded.embedding, docs.embedding), "
+                       "terms=excluded.terms, q8=COALESCE(excluded.q8, docs.q8)", rows)
+            seqs = [int(r["seq"]) for r in self._x(
+                "SELECT seq FROM docs WHERE namespace=%s AND user_id=%s AND id = ANY(%s) ORDER BY seq",
+                (ns, uid, ids))]
+            self._log(scope, seqs, added, grown)
 
     def _delete_docs(self, scope: Scope, ids: Sequence[str]) -> None:
         ns, uid = scope.namespace, scope.user_id
         gone = self._x("DELETE FROM docs WHERE namespace=%s AND user_id=%s AND id = ANY(%s) "
-                       "RETURNING doc_len", (ns, uid, list(ids)))
+                       "RETURNING doc_len, seq", (ns, uid, list(ids)))
         if gone:
             self._x("DELETE FROM postings WHERE namespace=%s AND user_id=%s AND doc_id = ANY(%s)",
                     (ns, uid, list(ids)))
-            self._x("UPDATE scope_stats SET n_docs=n_docs-%s, total_len=total_len-%s WHERE "
-                    "namespace=%s AND user_id=%s", (len(gone), sum(r["doc_len"] for r in gone), ns, uid))
+            self._log(scope, sorted(int(r["seq"]) for r in gone), -len(gone),
+                      -sum(r["doc_len"] for r in gone))
 
+    # -- the mirrors ------------------------------------------------------------------
+    @contextmanager
+    def _committed(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection of its own (not this thread's transaction): what is committed."""
+        if self._pool.closed:
+            self._pool.open(wait=False)
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise explain(exc, self.url) from exc
+
+    def _build(self, scope: Scope, conn: psycopg.Connection[Any]) -> ScopeMirror:
+        """A mirror from the stored records: the log head first, then the rows, so that
+        a write committed in between is applied again from the log (idempotent)."""
+        key = {"ns": scope.namespace, "uid": scope.user_id}
+        head = conn.execute("SELECT log_seq FROM scope_stats WHERE namespace=%(ns)s AND "
+                            "user_id=%(uid)s", key).fetchone()
+        cur = conn.cursor(binary=True)
+        cur.execute("SELECT seq, id, status, terms, q8 FROM docs WHERE namespace=%(ns)s AND "
+                    "user_id=%(uid)s ORDER BY seq", key)
+        docs: list[DocRecord] = [(int(r[0]), r[1], int(policy.visible_by_default(r[2])), r[3], r[4])
+                                 for r in cur]
+        return ScopeMirror.build(int(head[0]) if head else 0, docs)
+
+    def _mirror_for(self, scope: Scope, conn: psycopg.Connection[Any]) -> ScopeMirror:
+        """The scope's mirror with every change committed (as ``conn``, a connection of
+        its own, reads) applied: one round trip when it is loaded already. Call under
+        ``_mirror_lock``."""
+        mirror = self._mirrors.get(scope.key)
+        if mirror is None:
+            mirror = self._build(scope, conn)
+            self._mirrors.put(scope.key, mirror)
+            return mirror
+        rows = conn.cursor(binary=True).execute(
+            _SYNC, {"ns": scope.namespace, "uid": scope.user_id, "after": mirror.seq}).fetchall()
+        head, floor = (int(rows[0][0]), int(rows[0][1])) if rows[0][0] is not None else (0, 0)
+        if head == mirror.seq:
+            return mirror
+        entries = [r for r in rows if r[2] is not None]
+        reload_at = max(self.fold_min, int(self.reload_ratio * mirror.rows))
+        if head < mirror.seq or floor > mirror.seq or len(entries) > reload_at:
+            mirror = self._build(scope, conn)  # the scope was emptied, or the log pruned past us
+        else:
+            changed = [int(r[3]) for r in entries]
+            docs: dict[int, DocRecord] = {
+                int(r[3]): (int(r[3]), r[4], int(policy.visible_by_default(r[5])), r[6], r[7])
+                for r in entries if r[4] is not None}
+            mirror.apply(head, changed, docs)
+            if mirror.tail_rows > max(self.fold_min, int(self.fold_ratio * mirror.rows)):
+                mirror = mirror.compacted()
+        self._mirrors.put(scope.key, mirror)
+        return mirror
+
+    def _allowed(self, scope: Scope, filters: Filters,
+                 conn: psycopg.Connection[Any]) -> list[int] | None:
+        """None when the mirrors' default mask (all turns, active items) is the filter;
+        otherwise the ``docs.seq`` the filters allow, resolved in SQL."""
+        if policy.default_mask(filters):
+            return None
+        extra, params = filter_sql(filters)
+        rows = conn.execute(f"SELECT d.seq FROM docs d WHERE d.namespace=%(ns)s AND "
+                            f"d.user_id=%(uid)s{extra}",
+                            {"ns": scope.namespace, "uid": scope.user_id, **params}).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def index_memory(self) -> dict[str, int]:
+        """What the in-process search index holds now: scopes, bytes (as the budget
+        counts them), the budget, and how many scopes were evicted so far."""
+        with self._mirror_lock:
+            return {"scopes": len(self._mirrors), "bytes": self._mirrors.total,
+                    "budget": self._mirrors.budget, "evictions": self._mirrors.evictions}
+
+    # -- searching --------------------------------------------------------------------
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
                        context_weight: float = 0.3,
                        body_weight: float = 1.0) -> list[tuple[str, float]]:
-        terms = sorted(set(_terms(query)))
+        terms = query.split()
         if not terms or limit <= 0:
             return []
-        extra, params = filter_sql(filters)
-        f = "(%(bw)s * p.tf_body + %(w)s * p.tf_context)"
-        sql = (
-            "WITH st AS (SELECT n_docs::float8 AS n, total_len::float8 / GREATEST(n_docs, 1) AS avgdl "
-            "FROM scope_stats WHERE namespace=%(ns)s AND user_id=%(uid)s), "
-            "idf AS (SELECT p.term, GREATEST(ln((st.n - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) "
-            "AS idf FROM postings p, st WHERE p.namespace=%(ns)s AND p.user_id=%(uid)s AND "
-            "p.term = ANY(%(terms)s) GROUP BY p.term, st.n) "
-            f"SELECT d.id, sum(idf.idf * {f} * {_K1 + 1} / ({f} + {_K1} * "
-            f"({1 - _B} + {_B} * d.doc_len / st.avgdl))) AS score "
-            "FROM postings p JOIN idf ON idf.term = p.term JOIN docs d ON d.namespace = p.namespace "
-            "AND d.user_id = p.user_id AND d.id = p.doc_id CROSS JOIN st "
-            "WHERE p.namespace=%(ns)s AND p.user_id=%(uid)s AND p.term = ANY(%(terms)s) AND "
-            f"d.namespace=%(ns)s AND d.user_id=%(uid)s{extra} GROUP BY d.id, d.seq "
-            "ORDER BY score DESC, d.seq LIMIT %(limit)s")
-        rows = self._x(sql, {"ns": scope.namespace, "uid": scope.user_id, "terms": terms,
-                             "w": float(context_weight), "bw": float(body_weight), "limit": limit,
-                             **params})
-        return [(r["id"], float(r["score"])) for r in rows if r["score"] > 0]
+        with self._committed() as conn, self._mirror_lock:
+            mirror = self._mirror_for(scope, conn)
+            mask = mirror.mask(self._allowed(scope, filters, conn))
+            return mirror.lexical_search(terms, limit, mask, context_weight=context_weight,
+                                         body_weight=body_weight)
 
     def vector_search(self, scope: Scope, vector: np.ndarray, filters: Filters,
                       limit: int) -> list[tuple[str, float]]:
-        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-        dim = vec.shape[0]
         if limit <= 0:
             return []
-        extra, params = filter_sql(filters)
-        params.update(ns=scope.namespace, uid=scope.user_id, dim=dim, q=vec, limit=limit)
-        base = ("FROM docs d WHERE d.namespace=%(ns)s AND d.user_id=%(uid)s AND d.dim=%(dim)s"
-                + extra)
-        exact = (f"SELECT d.id, 1 - (d.embedding <=> %(q)s) AS cos {base} "
-                 "ORDER BY cos DESC, d.seq LIMIT %(limit)s")
-        stats = self._x("SELECT n_docs FROM scope_stats WHERE namespace=%s AND user_id=%s",
-                        (scope.namespace, scope.user_id))
-        if dim <= _HNSW_MAX_DIM and stats and stats[0]["n_docs"] > self.exact_search_limit:
-            with self.transaction():
-                ef_search = str(min(1000, max(40, 2 * limit)))
-                self._x("SELECT set_config('hnsw.ef_search', %s, true)", (ef_search,))
-                rows = self._x(f"SELECT d.id, 1 - (d.embedding::vector({dim}) <=> %(q)s::vector({dim})) "
-                               f"AS cos {base} ORDER BY d.embedding::vector({dim}) <=> "
-                               f"%(q)s::vector({dim}) LIMIT %(limit)s", params)
-            if len(rows) >= limit:
-                return [(r["id"], float(r["cos"])) for r in rows]
-        return [(r["id"], float(r["cos"])) for r in self._x(exact, params)]
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        with self._committed() as conn:
+            with self._mirror_lock:
+                mirror = self._mirror_for(scope, conn)
+                mask = mirror.mask(self._allowed(scope, filters, conn))
+                candidates = mirror.vector_candidates(query, rescore_depth(limit), mask)
+            if not candidates:
+                return []
+            # exact cosines of the candidates, computed by pgvector in the server
+            rows = conn.execute("SELECT seq, 1 - (embedding <=> %s) AS cos FROM docs WHERE "
+                                "namespace=%s AND user_id=%s AND seq = ANY(%s) AND dim = %s",
+                                (query, scope.namespace, scope.user_id, list(candidates),
+                                 query.shape[0])).fetchall()
+        found = sorted((-float(r[1]), int(r[0])) for r in rows)
+        return [(candidates[seq], -neg) for neg, seq in found[:limit]]
 
     def doc_info(self, scope: Scope, ids: Sequence[str]) -> dict[str, DocInfo]:
         rows = self._x("SELECT id, layer, text, created_at, session_id, kind, status, importance, tags "
@@ -231,5 +316,8 @@ class PostgresIndex(PostgresConnection):
                                             "user_id=%s AND layer='semantic'", key)]
             self._delete_docs(scope, ids)
             return
-        for table in ("postings", "docs", "scope_stats"):
+        for table in ("postings", "docs", "index_log"):
             self._x(f"DELETE FROM {table} WHERE namespace=%s AND user_id=%s", key)
+        # the head moves on and the floor with it: a process behind rebuilds (empty)
+        self._x("UPDATE scope_stats SET n_docs=0, total_len=0, log_seq=log_seq+1, "
+                "log_floor=log_seq+1, logged=0 WHERE namespace=%s AND user_id=%s", key)

@@ -159,4 +159,16 @@ CREATE TABLE kb_recalls (
 );
 CREATE INDEX kb_recalls_chunk ON kb_recalls (namespace, kb_user_id, chunk_id)
 """),
+    ("0009_p13_pg_index_log", """
+ALTER TABLE docs ADD COLUMN terms BYTEA;
+ALTER TABLE docs ADD COLUMN q8 BYTEA;
+CREATE UNIQUE INDEX docs_scope_seq ON docs (namespace, user_id, seq);
+ALTER TABLE scope_stats ADD COLUMN log_seq BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE scope_stats ADD COLUMN log_floor BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE scope_stats ADD COLUMN logged BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE index_log (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, seq BIGINT NOT NULL, doc BIGINT NOT NULL,
+    PRIMARY KEY (namespace, user_id, seq)
+)
+"""),
 ]

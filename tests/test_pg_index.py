@@ -1,0 +1,93 @@
+"""PostgreSQL's in-process index: a store from before the term records is filled in and
+searches as before; forgetting in one store empties every other store's mirror; the
+index memory budget holds — on a real PostgreSQL + pgvector (pgserver)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+
+import numpy as np
+import psycopg
+from pgserver_fixture import pg_server, pg_url  # noqa: F401  (fixtures)
+
+from memstrata.stores import open_store
+from memstrata.stores.base import IndexDoc
+from memstrata.types import Filters, Layer, Scope
+
+LIN, MEI = Scope("lin"), Scope("mei", "app")
+DIM = 16
+TEXTS = ["上海 咖啡 weekend", "tennis sunday club", "咖啡 tennis", "passport renew 护照",
+         "上海 passport", "sunday 咖啡 咖啡"]
+
+
+def _vec(i: int) -> np.ndarray:
+    v = np.random.default_rng(i).standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _docs(prefix: str, n: int) -> list[IndexDoc]:
+    return [IndexDoc(f"{prefix}{i}", Layer.SEMANTIC, TEXTS[i % len(TEXTS)], TEXTS[i % len(TEXTS)],
+                     "ctx 上海" if i % 3 == 0 else "", datetime(2026, 1, 1, tzinfo=UTC), kind="fact",
+                     status="active", importance=0.5, vector=_vec(i)) for i in range(n)]
+
+
+def _searches(store, scope: Scope) -> list[list[tuple[str, float]]]:
+    out = [store.lexical_search(scope, q, Filters(), 10) for q in ("咖啡", "tennis sunday", "上海 passport")]
+    out += [store.vector_search(scope, _vec(i), Filters(), 5) for i in (0, 3)]
+    return out
+
+
+def test_a_store_from_before_the_term_records_is_filled_in(pg_url: str) -> None:
+    with open_store(pg_url) as store:
+        store.index(LIN, _docs("d", 30))
+        before = _searches(store, LIN)
+    # back to the schema before 0009_p13: no records, no log, postings as they were written
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        docs = conn.execute("SELECT id FROM docs WHERE namespace='' AND user_id='lin'").fetchall()
+        by_id = {d.id: d for d in _docs("d", 30)}
+        for (doc_id,) in docs:
+            body, context = Counter(by_id[doc_id].body.split()), Counter(by_id[doc_id].context.split())
+            for term in sorted(body | context):
+                conn.execute("INSERT INTO postings (namespace, user_id, term, doc_id, tf_body, "
+                             "tf_context) VALUES ('', 'lin', %s, %s, %s, %s)",
+                             (term, doc_id, body[term], context[term]))
+        conn.execute("ALTER TABLE docs DROP COLUMN terms, DROP COLUMN q8")
+        conn.execute("DROP INDEX docs_scope_seq")
+        conn.execute("ALTER TABLE scope_stats DROP COLUMN log_seq, DROP COLUMN log_floor, "
+                     "DROP COLUMN logged")
+        conn.execute("DROP TABLE index_log")
+        conn.execute("DELETE FROM schema_migrations WHERE name = '0009_p13_pg_index_log'")
+    with open_store(pg_url) as store:
+        after = _searches(store, LIN)
+        for a, b in zip(before, after):
+            assert [d for d, _ in a] == [d for d, _ in b] and a
+            np.testing.assert_allclose([s for _, s in a], [s for _, s in b], rtol=1e-6)
+        store.index(LIN, _docs("e", 3))  # writes after the upgrade are logged and found
+        assert {"e0", "e1", "e2"} <= {d for d, _ in store.lexical_search(LIN, "咖啡 tennis passport",
+                                                                         Filters(), 50)}
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM postings").fetchone() == (0,)
+
+
+def test_forgetting_in_one_store_empties_the_other_stores_mirror(pg_url: str) -> None:
+    with open_store(pg_url) as writer, open_store(pg_url) as reader:
+        writer.index(MEI, _docs("m", 12))
+        assert reader.lexical_search(MEI, "咖啡", Filters(), 10)  # the reader's mirror is loaded
+        writer.delete_user(MEI)
+        assert reader.lexical_search(MEI, "咖啡", Filters(), 10) == []
+        assert reader.vector_search(MEI, _vec(0), Filters(), 5) == []
+        writer.index(MEI, _docs("n", 2))  # a new start after forgetting is seen, alone
+        assert {d for d, _ in reader.lexical_search(MEI, "咖啡 tennis sunday", Filters(), 10)} == {"n0", "n1"}
+
+
+def test_mirrors_stay_within_the_budget(pg_url: str) -> None:
+    with open_store(pg_url, index_memory_mb=0.05) as store:
+        users = [Scope(f"u{i}") for i in range(12)]
+        for scope in users:
+            store.index(scope, _docs(scope.user_id, 40))
+        for scope in users:
+            assert len(store.lexical_search(scope, "咖啡", Filters(), 100)) > 0
+            held = store.index_memory()
+            assert held["bytes"] <= held["budget"] or held["scopes"] == 1
+        assert held["evictions"] > 0 and held["scopes"] < len(users)
