@@ -44,6 +44,7 @@ log = logging.getLogger("memstrata")
 
 _LOGGED = "logged"  # a pending entry: (scope key, _LOGGED, first log seq this transaction wrote)
 _CHECKPOINT = "checkpoint"  # (scope key, _CHECKPOINT, scope): snapshot the scope after commit
+_LAYERS = {layer.value: layer for layer in Layer}
 _RECORDS = "SELECT rowid, id, visible, terms, q8 FROM doc_records WHERE namespace=? AND user_id=?"
 
 
@@ -428,9 +429,9 @@ class SQLiteIndex(SQLiteConnection):
             for r in rows:
                 created = from_timestamp(r[3])
                 assert created is not None
-                out[r[0]] = DocInfo(r[0], Layer(r[1]), r[2], created, r[4], r[5], r[6],
+                out[r[0]] = DocInfo(r[0], _LAYERS[r[1]], r[2], created, r[4], r[5], r[6],
                                     r[7] if r[7] is not None else 0.5,
-                                    tuple(json.loads(r[8])) if r[8] else ())
+                                    tuple(json.loads(r[8])) if r[8] and r[8] != "[]" else ())
         return out
 
     # -- embedding cache ------------------------------------------------------------
