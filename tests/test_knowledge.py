@@ -98,6 +98,18 @@ def test_ingest_search_reingest_and_remove_on_both_backends(any_memory, folder) 
         kb.remove("router.md")
 
 
+def test_an_empty_file_in_a_folder_is_skipped_and_the_rest_ingested(memory, folder) -> None:
+    (folder / "blank.md").write_text("  \n\n")
+    results = {r.doc_id: r.status for r in memory.kb.add(folder, progress=False)}
+    assert results == {"blank.md": "empty", "router.md": "added", "zh/returns.md": "added"}
+    assert [d.id for d in memory.kb.list()] == ["router.md", "zh/returns.md"]
+    (folder / "router.md").write_text("")  # emptied: skipped, the stored version stays
+    results = {r.doc_id: r.status for r in memory.kb.add(folder, progress=False)}
+    assert results["router.md"] == "empty" and len(memory.kb.chunks("router.md")) == 2
+    with pytest.raises(ValidationError, match="no text"):  # a single empty file is an error
+        memory.kb.add(folder / "blank.md")
+
+
 def test_deleting_a_document_leaves_no_bytes(tmp_path) -> None:
     path = tmp_path / "forget.db"
     with Memory(f"sqlite:///{path}", embedder="hash:256", worker="off") as memory:

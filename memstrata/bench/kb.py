@@ -24,11 +24,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from ..knowledge import Knowledge, KnowledgeBase
 from ..knowledge.parse import parse
 from ..retrieval.documents import chunk_texts
+from ..retrieval.indexer import embed_cached
 from .common import bench_memory
 
 __all__ = ["run_kb", "render", "parse_strategy", "SYSTEM_OPTIONS"]
@@ -109,6 +111,17 @@ def _raw_embedding_rate(memory: Any, texts: list[str]) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
+def _query_vectors(memory: Any, questions: list[str], progress: bool, name: str) -> np.ndarray:
+    """The questions' e5 query vectors, in batches, through the store's vector cache (a
+    re-run over the same store embeds no question twice; search time excludes them)."""
+    batch = max(1, memory.settings.embed_batch)
+    out = []
+    for i in tqdm(range(0, len(questions), batch), desc=f"embedding questions {name}",
+                  disable=not progress, leave=False):
+        out.append(embed_cached(memory.store, memory.embedder, questions[i:i + batch], kind="query"))
+    return np.concatenate(out) if out else np.zeros((0, memory.embedder.dim), dtype=np.float32)
+
+
 def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: str,
              limit: int | None, progress: bool, docs: int | None = None) -> dict[str, Any]:
     corpus, queries = _load(directory)
@@ -150,11 +163,12 @@ def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: 
     top_scores: dict[str, list[float]] = {"answerable": [], "unanswerable": []}
     answered = unanswerable = 0
     search_s = 0.0
-    for q in tqdm(_sample(queries, limit), desc=f"questions {directory.name}", disable=not progress,
-                  leave=False):
+    sampled = _sample(queries, limit)
+    vectors = _query_vectors(memory, [q["question"] for q in sampled], progress, directory.name)
+    for q, vector in tqdm(list(zip(sampled, vectors)), desc=f"questions {directory.name}",
+                          disable=not progress, leave=False):
         meta = q.get("meta") or {}
         is_unanswerable = bool(meta.get("unanswerable")) or not q.get("gold_spans")
-        vector = memory.embedder.embed([q["question"]], kind="query")[0]
         for system, options in SYSTEM_OPTIONS.items():
             opts = dict(options)
             target = plain if opts.pop("plain", False) else engine

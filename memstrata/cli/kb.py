@@ -73,6 +73,8 @@ def kb_add(store, embedder, agent_id, user_id, private, tags, last_reviewed, doc
         click.echo(f"{r.status:<14} {r.doc_id}  {r.chunks} chunks ({r.added} new, {r.removed} "
                    f"removed, {r.kept} kept){extra}")
     total = {s: sum(1 for r in results if r.status == s) for s in ("added", "updated", "unchanged")}
+    total |= {s: n for s in ("duplicate", "near_duplicate", "empty")
+              if (n := sum(1 for r in results if r.status == s))}
     click.echo(f"{len(results)} document(s): " + ", ".join(f"{n} {s}" for s, n in total.items()))
 
 

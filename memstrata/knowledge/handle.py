@@ -93,9 +93,11 @@ class Knowledge:
         PDF; see :data:`SUFFIXES`), with progress bars. A file's id is its path relative
         to the folder (its name, for a single file; ``doc_id`` overrides it); ingesting
         the same path again updates only the chunks that changed. Returns one
-        :class:`~memstrata.knowledge.ingest.IngestResult` per file."""
+        :class:`~memstrata.knowledge.ingest.IngestResult` per file; a file of the folder
+        with no text is skipped as ``empty`` (a single file with none is an error)."""
         root = Path(path).expanduser()
-        if root.is_dir():
+        folder = root.is_dir()
+        if folder:
             files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
                            and not any(part.startswith(".") for part in p.relative_to(root).parts))
             if doc_id is not None:
@@ -117,6 +119,10 @@ class Knowledge:
         for file, name in tqdm(named, desc="reading documents", unit="doc",
                                disable=not progress or len(named) < 2, leave=False):
             parsed = parse(file.read_bytes(), format, name=file.name)
+            if folder and not parsed.text.strip():  # one empty file does not stop the folder
+                log.warning("knowledge: %s has no text after cleaning; skipped", file)
+                plans.append(Plan(IngestResult(_doc_id(name), str(file), "empty")))
+                continue
             plans.append(self.engine.plan(
                 scope, parsed, doc_id=_doc_id(name), source=str(file), tags=_strings(tags, "tags"),
                 last_reviewed=reviewed, owner=self.user_id if private else None, spec=spec,

@@ -25,8 +25,9 @@ __all__ = ["Plan", "plan", "chunk_id", "IngestResult", "STATUSES"]
 
 #: What ingesting one document did: ``added`` (new), ``updated`` (changed chunks
 #: rewritten), ``unchanged`` (nothing to do), ``duplicate`` / ``near_duplicate`` (skipped:
-#: the same or nearly the same text is stored as another document).
-STATUSES = ("added", "updated", "unchanged", "duplicate", "near_duplicate")
+#: the same or nearly the same text is stored as another document), ``empty`` (a file of
+#: a folder with no text after cleaning: skipped, what is stored of it stays).
+STATUSES = ("added", "updated", "unchanged", "duplicate", "near_duplicate", "empty")
 
 
 @dataclass(frozen=True, slots=True)
