@@ -303,3 +303,78 @@ def test_operations_and_knowledge_pages(live, lin):
     assert "Returns &lt;b&gt;policy&lt;/b&gt;" in admin.get("/ui/kb").text
     user_view = login(live, live.key("acme", "end-user", user_id="lin")).get("/ui/kb?user=lin&format=json")
     assert user_view.status_code == 200 and [d["id"] for d in user_view.json()["documents"]] == ["returns.md"]
+
+
+def test_the_rest_twins_of_forgetting_and_the_timeline(live):
+    made = seed(live, "acme", "ida")
+    api = made.api
+    plan = api.get("/v1/users/ida/sessions/s1/erasure", params={"items": True}).json()
+    assert len(plan["turns"]) == 4 and plan["items"] and plan["with_items"]
+    with live.client(live.key("acme", "read-only")) as reader:  # may look, may not erase
+        assert reader.get("/v1/users/ida/sessions/s1/erasure").status_code == 200
+        assert reader.delete("/v1/users/ida/sessions/s1/messages").status_code == 403
+    api.post("/v1/users/ida/messages", json={"messages": [{"role": "user", "content": "one more"}],
+                                             "session_id": "s1", "extract": False})
+    r = api.delete("/v1/users/ida/sessions/s1/messages", params={"items": True, "digest": plan["digest"]})
+    assert r.status_code == 409  # a turn arrived since the list was shown: nothing erased
+    assert len(api.get("/v1/users/ida/sessions/s1/messages").json()["data"]) == 5
+    plan = api.get("/v1/users/ida/sessions/s1/erasure", params={"items": True}).json()
+    r = api.delete("/v1/users/ida/sessions/s1/messages", params={"items": True, "digest": plan["digest"]})
+    assert r.status_code == 200 and r.json() == {"items": len(plan["items"]), "turns": 5,
+                                                 "summaries": len(plan["summaries"])}
+    assert api.get("/v1/users/ida/sessions/s1/messages").json()["data"] == []
+    left = {i["id"] for i in api.get("/v1/users/ida/items", params={"status": ["active", "done"]}).json()["data"]}
+    assert not left & {i["id"] for i in plan["items"]} and made.item["id"] in left  # not from s1
+    timeline = api.get("/v1/users/ida/timeline").json()["data"]
+    assert timeline[0]["op"] == "forget" and timeline[0]["reason"] == "sessions.forget"
+    preview = api.get(f"/v1/users/ida/items/{made.item['id']}/erasure").json()
+    assert [i["id"] for i in preview["items"]] == [made.item["id"]] and preview["turns"] == []
+
+
+def _ui_routes():
+    from memstrata.server.ui import ops, pages
+
+    out = [(m, r.path) for r in pages.router.routes if hasattr(r, "methods") for m in r.methods]
+    return out + [(m, "/ui" + r.path) for r in ops.router.routes for m in r.methods]
+
+
+PUBLIC = {("GET", "/ui/static/{name}"), ("GET", "/ui/login"), ("POST", "/ui/login"), ("GET", "/ui/lang")}
+
+
+def test_every_inspector_route_needs_a_session_and_keeps_end_users_apart(live, lin, max_):
+    routes = _ui_routes()
+    assert len(routes) >= 25
+    end_user = login(live, live.key("acme", "end-user", user_id="lin"))
+    reader = login(live, live.key("acme", "read-only"))
+    anon = httpx.Client(base_url=live.url, follow_redirects=False)
+    OPEN.append(anon)
+    csrf = {c: csrf_of(c.get("/ui/users/lin").text) for c in (end_user, reader)}
+
+    def snapshot():
+        return (sorted((i["id"], i["version"], i["status"]) for i in max_.api.get(
+                    "/v1/users/max/items", params={"status": ["active", "superseded", "inactive", "done"]}
+                ).json()["data"]),
+                [m["id"] for m in max_.api.get("/v1/users/max/sessions/s1/messages").json()["data"]],
+                len(max_.api.get("/v1/users/max/profile/history").json()))
+
+    before = snapshot()
+    for method, template in routes:
+        path = (template.replace("{user_id}", "max").replace("{item_id}", max_.item["id"])
+                .replace("{session_id}", "s1").replace("{name}", "inspector.css").replace("{doc_id}", "none"))
+        if (method, template) in PUBLIC:
+            continue
+        r = anon.request(method, path, params={"format": "json"})
+        assert r.status_code == 401, (method, template, r.status_code)
+        if method == "GET":
+            assert anon.get(path).headers["location"].startswith("/ui/login"), template
+        if "{user_id}" in template:
+            data = {"csrf": csrf[end_user], "signal": "down", "content": "hijacked", "field": "name",
+                    "value": "hijacked", "digest": "x"}
+            r = end_user.request(method, path, data=data if method == "POST" else None)
+            assert r.status_code == 403, (method, template, r.status_code)
+            assert "hijacked" not in r.text and "Works mostly in Java" not in r.text
+        if method == "POST" and "{user_id}" in template:
+            path = path.replace("/users/max", "/users/lin").replace(max_.item["id"], lin.item["id"])
+            r = reader.post(path, data={"csrf": csrf[reader], "signal": "down", "field": "name", "value": "x"})
+            assert r.status_code == 403, ("read-only", template, r.status_code)
+    assert snapshot() == before

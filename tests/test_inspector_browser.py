@@ -214,3 +214,32 @@ def test_the_pages_work_from_the_keyboard(live, browser):
     assert made.api.get(f"/v1/users/kim/items/{made.todo['id']}").json()["status"] == "done"
     OPEN.append(made.api)
     context.close()
+
+
+def test_an_operator_sees_why_a_line_entered_the_prompt(live, browser, tmp_path):
+    from datetime import timedelta
+
+    from memstrata.types import Scope, UsageRecord, utcnow
+
+    seed(live, "acme", "ops")
+    now = utcnow()  # the LLM calls of a day, as the metered LLM stores them
+    for hour in range(0, 20, 2):
+        for purpose in ("extract", "summary")[: 1 + hour % 3 // 2]:
+            live.memory.store.record_llm_usage(Scope("ops", "acme"), UsageRecord(
+                now - timedelta(hours=hour), "local:smollm2", purpose, 300 + 40 * hour, 60, 0.4 + hour / 50))
+    context, page = _page(browser)
+    _login(page, live, live.key("acme", "admin"))
+    page.goto(f"{live.url}/ui/users/ops/search")
+    page.fill("input[name='q']", "last time, which language did I switch to?")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("table.hits tbody tr[data-hit]")
+    kept = page.locator("tr[data-verdict='kept']").count()
+    report = page.evaluate("fetch(location.href + '&format=json').then(r => r.json())")
+    assert kept == len([h for h in report["hits"] if h["id"] in report["context"]["report"]["kept_ids"]]) > 0
+    assert page.locator("#ctx-tokens").inner_text() == str(report["context"]["report"]["tokens"])
+    _shot(page, "search-en", tmp_path)
+    page.goto(f"{live.url}/ui/lang?to=zh&next=/ui/ops")
+    assert page.locator("svg.chart").count() == 3 and page.locator("svg.chart rect.bar").count() == 72
+    assert page.locator("h1").inner_text().startswith("运维")
+    _shot(page, "ops-zh", tmp_path)
+    context.close()

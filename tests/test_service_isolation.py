@@ -89,6 +89,11 @@ SPECS: dict[str, Spec] = {
     "users.kb_remove": Spec("DELETE", "/v1/users/{user_id}/kb/documents/{doc_id}", write=True,
                             destroys=True, reseed=True, ok=204),
     "users.kb_search": Spec("POST", "/v1/users/{user_id}/kb/search", {"query": "{marker} note"}),
+    "users.timeline": Spec("GET", "/v1/users/{user_id}/timeline"),
+    "items.erasure": Spec("GET", "/v1/users/{user_id}/items/{item_id}/erasure", item=True),
+    "sessions.erasure": Spec("GET", "/v1/users/{user_id}/sessions/{session_id}/erasure"),
+    "sessions.forget": Spec("DELETE", "/v1/users/{user_id}/sessions/{session_id}/messages", write=True,
+                            destroys=True),
     "users.kb_used": Spec("POST", "/v1/users/{user_id}/kb/used", {"chunk_ids": ["kc_none"]}, write=True),
 }
 

@@ -167,9 +167,9 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
                                 {"name": "ops", "description": "Health, readiness, metrics"}])
     app.state.service = svc
     install_errors(app)
-    from .routes import admin, items, knowledge, ops, users
+    from .routes import admin, inspect, items, knowledge, ops, users
 
-    for module in (users, items, knowledge, admin, ops):
+    for module in (users, items, inspect, knowledge, admin, ops):
         app.include_router(module.router)
     if settings.upstream:
         from .proxy import router as proxy

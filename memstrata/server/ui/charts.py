@@ -13,7 +13,7 @@ __all__ = ["bar_chart", "usage_series"]
 
 
 def bar_chart(title: str, points: Sequence[tuple[str, float]], *, width: int = 520,
-              height: int = 150, digits: int = 0) -> str:
+              height: int = 150, digits: int = 0, empty: str = "no data") -> str:
     """A bar chart of ``(label, value)`` points as an ``<svg>`` element with a title
     and a ``<desc>`` listing every value (read by screen readers)."""
     pad_l, pad_b, pad_t = 8, 28, 22
@@ -23,10 +23,13 @@ def bar_chart(title: str, points: Sequence[tuple[str, float]], *, width: int = 5
     bar_w = max(1.0, slot * 0.7)
     chart_h = height - pad_b - pad_t
     fmt = f"{{:.{digits}f}}"
-    desc = "; ".join(f"{label}: {fmt.format(v)}" for label, v in points) or "no data"
+    desc = "; ".join(f"{label}: {fmt.format(v)}" for label, v in points) or empty
     out = [f'<svg class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title><desc>{escape(desc)}</desc>',
-           f'<text x="{pad_l}" y="14">{escape(title)} (max {escape(fmt.format(top))})</text>']
+           f'<text x="{pad_l}" y="14">{escape(title)}'
+           + (f' (max {escape(fmt.format(top))})' if points else "") + '</text>']
+    if not points:
+        out.append(f'<text x="{width // 2 - 30}" y="{height // 2}">{escape(empty)}</text>')
     every = max(1, n // 8)  # at most ~8 axis labels
     for i, (label, value) in enumerate(points):
         h = 0.0 if top <= 0 else chart_h * value / top

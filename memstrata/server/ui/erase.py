@@ -9,10 +9,11 @@ rebuilt from the turns that remain (at once offline; by the summary job with an 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ValidationError
+from ...errors import ConflictError, NotFoundError, ValidationError
 from ...types import Scope, StructuredSummary
 from ...user import UserMemory
 from .views import ALL_STATUSES
@@ -34,7 +35,21 @@ class Erasure:
     def to_dict(self) -> dict[str, Any]:
         return {"items": list(self.items), "turns": list(self.turns),
                 "summaries": list(self.summaries), "session_id": self.session_id,
-                "with_turns": self.with_turns, "with_items": self.with_items}
+                "with_turns": self.with_turns, "with_items": self.with_items,
+                "digest": self.digest}
+
+    @property
+    def digest(self) -> str:
+        """Names exactly the rows listed: a forget sent with the digest of what it was
+        shown erases nothing if the list changed meanwhile (a turn arrived, say)."""
+        text = "|".join(sorted(self.item_ids)) + "#" + "|".join(sorted(self.turn_ids))
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def check(self, digest: str | None) -> None:
+        """ConflictError unless ``digest`` (when given) is this plan's."""
+        if digest is not None and digest != self.digest:
+            raise ConflictError("what would be erased changed since the list was shown (new "
+                                "turns or items); review the list again")
 
     @property
     def item_ids(self) -> list[str]:
@@ -90,7 +105,7 @@ def plan_session(handle: UserMemory, session_id: str, *, items: bool) -> Erasure
     extracted from them, or remembered in that session)."""
     state = handle.session(session_id)
     if not state.exists:
-        raise ValidationError(f"no session {session_id!r} of this user")
+        raise NotFoundError(f"no session {session_id!r} of this user")
     if handle.memory.session_manager.sessions.hot_log and state.status != "archived":
         raise ValidationError("this session's latest turns are still held by the session store "
                               "(Redis): archive the session first, then forget its turns")

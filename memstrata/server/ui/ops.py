@@ -36,8 +36,10 @@ def operations(ui: Page) -> Response:
                    for name, points in series.items()},
         "audit": [e.to_dict() for e in store.list_audit(tenant, limit=100)],
     }
-    charts = [bar_chart(ui.t("calls"), series["calls"]), bar_chart(ui.t("tokens"), series["tokens"]),
-              bar_chart(ui.t("latency"), series["latency"], digits=2)]
+    none = ui.t("none")
+    charts = [bar_chart(ui.t("calls"), series["calls"], empty=none),
+              bar_chart(ui.t("tokens"), series["tokens"], empty=none),
+              bar_chart(ui.t("latency"), series["latency"], digits=2, empty=none)]
     return ui.page("ops.html", data, title=ui.t("operations"), section="ops",
                    rest=("GET /v1/jobs", "GET /v1/usage", "GET /v1/audit"), extra={"charts": charts})
 

@@ -4,13 +4,12 @@ twin, each change a POST with the CSRF token."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
-from ...errors import ConflictError, ValidationError
+from ...errors import ValidationError
 from ...requests import ContextRequest, SearchRequest
 from ...stores.base import AuditEntry
 from ..auth import Principal, service
@@ -217,23 +216,11 @@ def complete_item(user_id: str, item_id: str, change: Change) -> Response:
                    f"/ui/users/{user_id}/items/{item_id}", "done_ok", item.to_dict())
 
 
-def _digest(plan: Erasure) -> str:
-    """Names exactly the rows a confirmation showed; a POST whose plan differs is refused."""
-    text = "|".join(sorted(plan.item_ids)) + "#" + "|".join(sorted(plan.turn_ids))
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
 def _confirm(ui: Ui, plan: Erasure, *, user_id: str, action: str, back: str,
              option: tuple[str, str, bool], section: str) -> Response:
-    data = {**plan.to_dict(), "digest": _digest(plan), "action": action, "back": back,
+    data = {**plan.to_dict(), "action": action, "back": back,
             "option": {"name": option[0], "label": option[1], "on": option[2]}}
     return ui.page("forget.html", data, title=ui.t("forget_title"), user_id=user_id, section=section)
-
-
-def _check_plan(plan: Erasure, form: dict[str, str]) -> None:
-    if form.get("digest") != _digest(plan):
-        raise ConflictError("what would be erased changed since the confirmation was shown "
-                            "(new turns or items); review the list again")
 
 
 @router.get("/users/{user_id}/items/{item_id}/forget")
@@ -249,7 +236,7 @@ def forget_item(user_id: str, item_id: str, change: Change) -> Response:
     ui, form = change
     handle = ui.user(user_id, write=True)
     plan = plan_item(handle, item_id, turns=form.get("turns") in ("1", "true", "on"))
-    _check_plan(plan, form)
+    plan.check(form.get("digest", ""))
     counts = erase(handle, plan)
     return ui.done(f"/ui/users/{user_id}/items", "forgotten_ok", counts)
 
@@ -339,6 +326,6 @@ def forget_session(user_id: str, session_id: str, change: Change) -> Response:
     ui, form = change
     handle = ui.user(user_id, write=True)
     plan = plan_session(handle, session_id, items=form.get("items") in ("1", "true", "on"))
-    _check_plan(plan, form)
+    plan.check(form.get("digest", ""))
     counts = erase(handle, plan)
     return ui.done(f"/ui/users/{user_id}/sessions/{session_id}", "forgotten_ok", counts)
