@@ -45,7 +45,9 @@ def test_login_sets_an_httponly_strict_cookie_and_never_echoes_the_key(live, lin
     cookie = browser.post("/ui/login", data={"key": token}).headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
     page = browser.get("/ui/users/lin")
-    assert page.status_code == 200 and token not in page.text and token.split("_")[2] not in cookie
+    secret = token.split("_", 2)[2]  # msk_<id>_<secret>; the secret may itself hold "_"
+    assert page.status_code == 200 and token not in page.text and secret not in page.text
+    assert secret not in cookie
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert page.headers["x-frame-options"] == "DENY"
 
@@ -184,6 +186,11 @@ def test_forgetting_shows_exactly_what_goes_then_erases_it(live):
     browser = login(live, live.key("acme", "app"))
     source = next((i for i in made.extracted if i["source_message_ids"]), None)
     assert source is not None, "the rule extractor made no item from the seeded turns"
+    created = browser.get(f"/ui/users/zoe/items/{source['id']}?format=json").json()["versions"][0]
+    assert created["what"] == "op_extracted" and created["path"] == "rule"
+    assert created["sources"] == {"session_id": "s1", "message_ids": created["after"]["source_message_ids"]}
+    assert f"/ui/users/zoe/sessions/s1#m-{created['sources']['message_ids'][0]}" in \
+        browser.get(f"/ui/users/zoe/items/{source['id']}").text
     page = browser.get(f"/ui/users/zoe/items/{source['id']}/forget?turns=1")
     plan = browser.get(f"/ui/users/zoe/items/{source['id']}/forget?turns=1&format=json").json()
     assert [i["id"] for i in plan["items"]] == [source["id"]]

@@ -174,6 +174,10 @@ def item_page(handle: UserMemory, item_id: str) -> dict[str, Any]:
         row["what"] = version_label(v.op, v.actor)
         row["changes"] = _changes(v.before, v.after)
         row["path"] = v.actor.split(":", 1)[0]  # rule / llm / api / key / user …
+        after, before = v.after or {}, v.before or {}
+        added = [m for m in after.get("source_message_ids") or ()
+                 if m not in (before.get("source_message_ids") or ())]
+        row["sources"] = {"session_id": after.get("source_session_id"), "message_ids": added}
         versions.append(row)
     return {"item": item.to_dict(), "versions": versions,
             "source_turns": _turns_by_id(handle, item.source_session_id, item.source_message_ids)}
