@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from .layers.context import ContextResult
 from .layers.episodic import Resume
+from .layers.semantic.forget import ForgetReport
 from .layers.semantic.pipeline import MaintenanceReport
 from .layers.semantic.profile import Profile
 from .memory import Memory
@@ -110,10 +111,10 @@ class AsyncUserMemory:
     async def history(self, item_id: str) -> builtins.list[ItemVersion]:
         return await _run(self.sync.history, item_id)
 
-    async def forget(self, item_id: str, *, messages: bool = False) -> None:
+    async def forget(self, item_id: str, *, messages: bool = False) -> ForgetReport:
         return await _run(self.sync.forget, item_id, messages=messages)
 
-    async def forget_all(self, *, messages: bool = True) -> None:
+    async def forget_all(self, *, messages: bool = True) -> ForgetReport:
         return await _run(self.sync.forget_all, messages=messages)
 
     async def feedback(self, item_id: str, signal: str) -> MemoryItem:

@@ -196,6 +196,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kb_used_overlap", 0.3, float,
             "Knowledge base: share of a reply's own words found in a recalled chunk for the "
             "chunk to count as used", low=0.0, high=1.0),
+    # -- trust (P9): forgetting, files, bounded work ------------------------------------
+    Setting("compact_wait_s", 10.0, float,
+            "How long compact() waits for readers of other connections to leave old "
+            "snapshots before it reports that the SQLite -wal still holds deleted bytes",
+            low=0.0, high=3600.0),
 )
 
 
@@ -266,6 +271,7 @@ class Settings:
     kb_stale_recalls: int = 5
     kb_stale_weight: float = 0.8
     kb_used_overlap: float = 0.3
+    compact_wait_s: float = 10.0
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

@@ -31,14 +31,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .config import Settings
-from .errors import ConfigError, JobError
+from .errors import ConfigError, JobError, StoreError
 from .jobs import Worker, wait_for
 from .knowledge import Knowledge, KnowledgeBase
 from .layers.context import ContextResult
 from .layers.episodic import Resume, SessionManager
 from .layers.episodic.llm import LLMSummariser
 from .layers.semantic.consolidate import Consolidator
-from .layers.semantic.forget import Forgetter
+from .layers.semantic.forget import Forgetter, ForgetReport
 from .layers.semantic.items import ItemWriter
 from .layers.semantic.llm import LLMExtractor
 from .layers.semantic.pipeline import MaintenanceReport, Pipeline, PipelineConfig
@@ -52,7 +52,7 @@ from .retrieval.indexer import Indexer
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState, open_session_store
 from .stores import open_store
-from .stores.base import Job, ProfileVersion, SessionInfo, Store
+from .stores.base import CompactReport, Job, ProfileVersion, SessionInfo, Store
 from .stores.policy import UNFINISHED
 from .types import ItemVersion, MemoryItem, Message, Scope, SearchHit, utcnow
 from .usage import UsageReport, usage_report
@@ -99,12 +99,14 @@ class Memory:
         config = PipelineConfig.from_settings(s)
         self.writer = ItemWriter(self.store, self.indexer, config.feedback)
         self.profiles = Profiles(self.store)
-        self.forgetter = Forgetter(self.store, self.embedder, self.indexer, self.profiles)
         self.knowledge_base = KnowledgeBase(self.store, self.indexer, self.embedder, s)
         self.llm = self._open_llm(llm)
         self.session_manager = SessionManager(
             open_session_store(s.sessions or None, self.store, window=s.session_window),
             every_n=s.summary_every, idle=timedelta(minutes=s.session_idle_minutes))
+        self.forgetter = Forgetter(self.store, self.embedder, self.indexer, self.profiles,
+                                   self.session_manager.sessions, self.session_manager.rebuild,
+                                   compact_wait_s=s.compact_wait_s)
         if self.llm is not None:
             self.session_manager.summariser = LLMSummariser(self.llm)
         self.pipeline = Pipeline(self.store, self.embedder, self.retriever, self.writer,
@@ -174,9 +176,14 @@ class Memory:
         """Every (user, namespace) with a session or an item."""
         return self.store.list_users()
 
-    def compact(self) -> None:
-        """Reclaim deleted rows so their bytes leave the database files."""
-        self.store.compact()
+    def compact(self) -> CompactReport:
+        """Reclaim deleted rows so their bytes leave the database files. On SQLite it
+        waits up to ``compact_wait_s`` for readers in other connections to leave old
+        snapshots; a StoreError when the ``-wal`` still holds deleted bytes after that."""
+        report = self.store.compact(wait_s=self.settings.compact_wait_s)
+        if not report.checkpointed:
+            raise StoreError(report.detail)
+        return report
 
     # -- background jobs ------------------------------------------------------------------
     def wake_worker(self) -> None:
@@ -346,18 +353,18 @@ class Memory:
         return self.user(user_id, agent=agent_id).history(item_id)
 
     def forget(self, item_id: str, user_id: str, *, messages: bool = False,
-               agent_id: str | None = None) -> None:
+               agent_id: str | None = None) -> ForgetReport:
         """:meth:`UserMemory.forget` for ``user_id``."""
-        self.user(user_id, agent=agent_id).forget(item_id, messages=messages)
+        return self.user(user_id, agent=agent_id).forget(item_id, messages=messages)
 
     def delete(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> None:
         """Hard delete an item (the same as :meth:`forget` without its messages)."""
         self.user(user_id, agent=agent_id).forget(item_id)
 
     def forget_user(self, user_id: str, *, messages: bool = True,
-                    agent_id: str | None = None) -> None:
+                    agent_id: str | None = None) -> ForgetReport:
         """:meth:`UserMemory.forget_all` for ``user_id``."""
-        self.user(user_id, agent=agent_id).forget_all(messages=messages)
+        return self.user(user_id, agent=agent_id).forget_all(messages=messages)
 
     def feedback(self, item_id: str, user_id: str, signal: str, *,
                  agent_id: str | None = None) -> MemoryItem:

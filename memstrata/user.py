@@ -29,7 +29,7 @@ from .errors import ValidationError
 from .knowledge import Knowledge, KnowledgeBase, KnowledgeHit
 from .layers.context import ContextResult, MemoryLine, Quotas, assemble, find_trigger
 from .layers.episodic import Resume, SessionManager
-from .layers.semantic.forget import Forgetter
+from .layers.semantic.forget import Forgetter, ForgetReport
 from .layers.semantic.items import ItemWriter, new_item
 from .layers.semantic.pipeline import MaintenanceReport
 from .layers.semantic.profile import Profile, render
@@ -265,21 +265,25 @@ class UserMemory:
         """Every version of an item, oldest first: who changed what, when and why."""
         return self.memory.store.history(self.scope, item_id)
 
-    def forget(self, item_id: str, *, messages: bool = False) -> None:
+    def forget(self, item_id: str, *, messages: bool = False) -> ForgetReport:
         """Forget an item for real: its rows, every version, its index entry and vector,
         the cached embeddings of its texts and, with ``messages``, the raw turns it was
-        extracted from. Bytes leave the file at the next :meth:`memstrata.Memory.compact`."""
-        self.memory.forgetter.forget(self.scope, [item_id], messages=messages)
+        extracted from wherever a session store holds them (the turns after them are
+        re-embedded, their sessions' summaries rebuilt without them). Bytes leave the
+        file at the next :meth:`memstrata.Memory.compact`. Returns what was removed, per
+        store (a :class:`~memstrata.layers.semantic.forget.ForgetReport`; None remotely)."""
+        return self.memory.forgetter.forget(self.scope, [item_id], messages=messages)
 
     delete = forget
 
-    def forget_all(self, *, messages: bool = True) -> None:
+    def forget_all(self, *, messages: bool = True) -> ForgetReport:
         """Forget everything of the user (items, versions, jobs, profile, index, cached
-        vectors and, with ``messages``, sessions, raw turns and the user's private
-        knowledge base), then compact the store."""
+        vectors and, with ``messages``, sessions — a Redis session store's keys too — raw
+        turns and the user's private knowledge base), then compact the store. Returns
+        what was removed, per store, and how the compaction went (None remotely)."""
         if messages:
             self.memory.knowledge_base.forget_private(self.scope)
-        self.memory.forgetter.forget_user(self.scope, messages=messages)
+        return self.memory.forgetter.forget_user(self.scope, messages=messages)
 
     def feedback(self, item_id: str, signal: str) -> MemoryItem:
         """A thumbs-up (``"up"``) or thumbs-down (``"down"``) on an item's confidence; a
@@ -343,7 +347,8 @@ class UserMemory:
         """Close and archive a session now (a last summary step first); its summary and
         messages stay, but it no longer feeds new prompts until written to again."""
         state, handed = self.memory.session_manager.archive(self.scope, session_id)
-        self.memory.after_archive(self.scope, session_id, handed)
+        if state.exists:  # a session never written (or forgotten) has nothing to consolidate
+            self.memory.after_archive(self.scope, session_id, handed)
         return state
 
     def resume(self, *, exclude_session: str | None = None) -> Resume:

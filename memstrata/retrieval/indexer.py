@@ -10,7 +10,7 @@ embedding through the store's vector cache (:func:`embed_cached`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Literal, Protocol
 
 import numpy as np
@@ -128,9 +128,20 @@ class Indexer:
         self.store.index(scope, [chunk_doc(c, embedded[i] if embedded is not None else None)
                                  for i, c in enumerate(chunks)])
 
-    def refresh_session(self, scope: Scope, session_id: str) -> None:
+    def refresh_session(self, scope: Scope, session_id: str,
+                        messages: Sequence[Message] | None = None, *,
+                        reembed: Collection[str] = ()) -> None:
         """Rebuild the words of every turn of a session (after turns were deleted: their
-        neighbours carry the deleted words in their context field); vectors stay."""
-        kept = [m for m in self.store.get_messages(scope, session_id) if m.role is not Role.SYSTEM]
-        self.store.index(scope, [turn_doc(m, window_texts(kept, i), session_id)
+        neighbours carry the deleted words in their context field). Vectors stay, but
+        those of the turns in ``reembed`` (whose dense text embedded a deleted turn) are
+        embedded again. ``messages`` are the session's turns when they are not all in
+        the main store's log (a Redis session holds the newest)."""
+        every = self.store.get_messages(scope, session_id) if messages is None else messages
+        kept = [m for m in every if m.role is not Role.SYSTEM]
+        texts = [window_texts(kept, i) for i in range(len(kept))]
+        again = [i for i, m in enumerate(kept) if m.id in reembed]
+        vectors = embed_cached(self.store, self.embedder, [texts[i][3] for i in again]) \
+            if again else None
+        fresh = {i: vectors[j] for j, i in enumerate(again)} if vectors is not None else {}
+        self.store.index(scope, [turn_doc(m, texts[i], session_id, fresh.get(i))
                                  for i, m in enumerate(kept)])

@@ -128,6 +128,22 @@ class SessionStore(ABC):
     def latest(self, scope: Scope, *, exclude: str | None = None) -> SessionState | None:
         """The user's most recently active session that has a summary (for resume)."""
 
+    def session_ids(self, scope: Scope) -> list[str]:
+        """Every session of the user this store holds state for (default: none beyond
+        the main store's own rows)."""
+        return []
+
+    def forget_messages(self, scope: Scope, session_id: str, message_ids: Sequence[str]) -> int:
+        """Drop held messages by id (forgetting); returns how many were held here. The
+        main store's raw log is the forgetter's to delete from: a store that holds
+        nothing returns 0."""
+        return 0
+
+    def forget_user(self, scope: Scope) -> int:
+        """Drop every key this store holds for the user (their sessions, their indexes
+        and the entries that name them); returns how many were removed."""
+        return 0
+
     def close(self) -> None:  # noqa: B027 (a hook: most stores hold nothing to release)
         """Release connections (the main Store is closed by its owner)."""
 

@@ -64,14 +64,17 @@ redis.call('HSET', KEYS[1], 'version', v + 1)
 return v + 1
 """
 
-# ARGV: id of the first handed-over message, how many, now. Trims them only if the list
-# still starts with them (a concurrent archiver may have trimmed already).
+# ARGV: id of the first handed-over message, how many, now, the sequence number after
+# the last one. Trims them only if the list still starts with them (a concurrent
+# archiver may have trimmed already). ``archived`` is a sequence number, not a count:
+# forgotten held messages leave gaps.
 _TRIM = """
 local first = redis.call('LINDEX', KEYS[2], 0)
 local n = tonumber(ARGV[2])
 if first and cjson.decode(first)['id'] == ARGV[1] then
   redis.call('LTRIM', KEYS[2], n, -1)
-  redis.call('HINCRBY', KEYS[1], 'archived', n)
+  local done = tonumber(redis.call('HGET', KEYS[1], 'archived') or '0')
+  redis.call('HSET', KEYS[1], 'archived', math.max(done, tonumber(ARGV[4])))
 end
 local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if redis.call('LLEN', KEYS[2]) == 0 and v > 0 then
@@ -79,6 +82,27 @@ if redis.call('LLEN', KEYS[2]) == 0 and v > 0 then
   return 1
 end
 return 0
+"""
+
+# ARGV: ids of held messages to drop (forgetting); returns how many were dropped. The
+# list is rewritten without them and the version bumped, so a concurrent writer retries.
+_DROP = """
+local drop = {}
+for i = 1, #ARGV do drop[ARGV[i]] = true end
+local held = redis.call('LRANGE', KEYS[2], 0, -1)
+local keep, n = {}, 0
+for _, raw in ipairs(held) do
+  if drop[cjson.decode(raw)['id']] then n = n + 1 else keep[#keep + 1] = raw end
+end
+if n > 0 then
+  redis.call('DEL', KEYS[2])
+  for i = 1, #keep, 1000 do
+    redis.call('RPUSH', KEYS[2], unpack(keep, i, math.min(i + 999, #keep)))
+  end
+  local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+  if v > 0 then redis.call('HSET', KEYS[1], 'version', v + 1) end
+end
+return n
 """
 
 # on the activity index: forget a member only if it saw no activity after ARGV[2]
@@ -161,6 +185,7 @@ class RedisSessionStore(SessionStore):
         self._set = self.client.register_script(_SET)
         self._trim = self.client.register_script(_TRIM)
         self._forget = self.client.register_script(_FORGET)
+        self._drop = self.client.register_script(_DROP)
 
     def close(self) -> None:
         self.client.close()
@@ -265,14 +290,32 @@ class RedisSessionStore(SessionStore):
             if fresh:
                 self.store.append_messages(scope, session_id, fresh)
             self._call(self._trim, keys=self._keys(scope, session_id),
-                       args=[held[0].id, len(held), _ts(datetime.now(UTC))])
+                       args=[held[0].id, len(held), _ts(datetime.now(UTC)), held[-1].seq + 1])
         else:
-            self._call(self._trim, keys=self._keys(scope, session_id), args=["", 0, "0"])
+            self._call(self._trim, keys=self._keys(scope, session_id), args=["", 0, "0", 0])
         state = self.load(scope, session_id)
         if state.status == "archived":
             self._call(self._forget, keys=[self._activity_key],
                        args=[self._member(scope, session_id), meta.get("active_at", "0")])
         return state, held
+
+    # -- forgetting -------------------------------------------------------------------
+    def session_ids(self, scope: Scope) -> list[str]:
+        raw = self._call(self.client.zrange, self._user_key(scope), 0, -1)
+        return [r.decode() if isinstance(r, bytes) else r for r in raw]
+
+    def forget_messages(self, scope: Scope, session_id: str, message_ids: Sequence[str]) -> int:
+        if not message_ids:
+            return 0
+        return int(self._call(self._drop, keys=self._keys(scope, session_id), args=list(message_ids)))
+
+    def forget_user(self, scope: Scope) -> int:
+        removed = 0
+        for session_id in self.session_ids(scope):
+            for key in self._keys(scope, session_id):  # one slot: one call per key on a Cluster
+                removed += int(self._call(self.client.delete, key))
+            self._call(self.client.zrem, self._activity_key, self._member(scope, session_id))
+        return removed + int(self._call(self.client.delete, self._user_key(scope)))
 
     def expired(self, now: datetime, idle: timedelta, limit: int = 100) -> list[tuple[Scope, str]]:
         raw = self._call(self.client.zrangebyscore, self._activity_key, "-inf",

@@ -79,6 +79,9 @@ class StoreSessionStore(SessionStore):
             row = self.store.update_session(scope, session_id, row.version, status="archived")
             return self._state(scope, session_id, row), []
 
+    def session_ids(self, scope: Scope) -> list[str]:
+        return [r.session_id for r in self.store.list_sessions(scope)]
+
     def expired(self, now: datetime, idle: timedelta, limit: int = 100) -> list[tuple[Scope, str]]:
         return self.store.idle_sessions(now - idle, limit)
 

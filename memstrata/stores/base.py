@@ -57,7 +57,7 @@ from .knowledge import KnowledgeStore
 __all__ = ["Store", "Lifecycle", "MessageLog", "SessionRows", "ItemStore", "JobQueue",
            "SearchIndex", "VectorCache", "UsageStore", "MetaStore", "IndexDoc", "DocInfo",
            "SessionInfo", "SessionRecord", "Job", "ProfileVersion", "AdminStore", "ApiKey",
-           "AuditEntry", "ROLES", "KnowledgeStore"]
+           "AuditEntry", "ROLES", "KnowledgeStore", "CompactReport"]
 
 
 # ---------------------------------------------------------------- values
@@ -283,6 +283,22 @@ class SessionRecord:
 SessionInfo = SessionRecord
 
 
+@dataclass(frozen=True, slots=True)
+class CompactReport:
+    """How a :meth:`Lifecycle.compact` went. ``checkpointed`` is False when the bytes of
+    deleted rows may still be in a file — SQLite's ``-wal`` while a reader in another
+    connection kept an old snapshot for longer than the wait — and ``detail`` says why
+    and what to do."""
+
+    checkpointed: bool = True
+    waited_s: float = 0.0
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checkpointed": self.checkpointed, "waited_s": round(self.waited_s, 3),
+                "detail": self.detail}
+
+
 # ---------------------------------------------------------------- the seams
 
 
@@ -303,9 +319,11 @@ class Lifecycle(Protocol):
         """All writes inside commit together or not at all. Nests (savepoints)."""
 
     @abstractmethod
-    def compact(self) -> None:
+    def compact(self, *, wait_s: float = 10.0) -> CompactReport:
         """Reclaim the space of deleted rows so their bytes leave the files
-        (SQLite: FTS5 optimize, VACUUM, WAL truncate; PostgreSQL: VACUUM)."""
+        (SQLite: FTS5 optimize, VACUUM, then a WAL checkpoint that truncates the
+        ``-wal``, waiting up to ``wait_s`` for readers of other connections to move off
+        old snapshots; PostgreSQL: VACUUM FULL). The report says whether it finished."""
 
     @abstractmethod
     def list_users(self) -> list[Scope]:

@@ -116,6 +116,28 @@ class SessionManager:
                 state = fresh
                 self._retry(attempt)
 
+    def rebuild(self, scope: Scope, session_id: str) -> bool:
+        """Rebuild a session's summary from the turns it still has (after forgetting),
+        over the same ``message_range_end``: extractive, from scratch, so nothing of a
+        forgotten turn survives in it and no LLM is called while the forgetter holds the
+        write lock (later steps fold new turns in as usual). True when it had one."""
+        attempt = 0
+        while True:
+            state = self.sessions.load(scope, session_id)
+            if state.summary is None:
+                return False
+            covered = [m for m in self.sessions.messages(scope, session_id)
+                       if m.seq < state.message_range_end]
+            summary = (ExtractiveSummariser().summarise(None, covered, scope=scope) if covered
+                       else StructuredSummary())
+            try:
+                self.sessions.save_summary(scope, session_id, summary, state.message_range_end,
+                                           state.version)
+                return True
+            except ConflictError:
+                attempt += 1
+                self._retry(attempt)
+
     def archive(self, scope: Scope, session_id: str) -> tuple[SessionState, list[Message]]:
         """A last summary step over whatever is left, then archive."""
         self.summarise(scope, session_id, force=True)

@@ -22,6 +22,7 @@ unchanged session) changes nothing.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -37,7 +38,7 @@ from .extract import extract_text
 if TYPE_CHECKING:
     from .pipeline import Pipeline
 
-__all__ = ["Consolidator", "stage_text"]
+__all__ = ["Consolidator", "stage_text", "consolidated_key", "stage_attribute"]
 
 log = logging.getLogger("memstrata.consolidate")
 _LABELS = {"en": ("Session", "goal", "decided", "done", "open", "constraints", "learned"),
@@ -56,6 +57,18 @@ def stage_text(session_id: str, parts: dict[str, str], learned: list[str], lang:
     return f"{title} {session_id}{colon}" + sep.join(chunks) if chunks else ""
 
 
+def consolidated_key(scope: Scope, session_id: str) -> str:
+    """The meta key that records which summary version of a session was consolidated;
+    hashed, so it names no user once the user is forgotten."""
+    raw = f"{scope.namespace}\x00{scope.user_id}\x00{session_id}".encode()
+    return f"consolidated:{hashlib.sha256(raw).hexdigest()[:32]}"
+
+
+def stage_attribute(session_id: str) -> str:
+    """The attribute of a session's stage-summary item."""
+    return f"stage:{session_id}"
+
+
 class Consolidator:
     """Runs ``consolidate`` jobs through the write path's pipeline."""
 
@@ -64,7 +77,7 @@ class Consolidator:
         self.sessions = sessions
 
     def _key(self, scope: Scope, session_id: str) -> str:
-        return f"consolidated:{scope.namespace}:{scope.user_id}:{session_id}"
+        return consolidated_key(scope, session_id)
 
     def run(self, job: Job) -> None:
         """Consolidate the payload's ``session_id`` once per summary version."""
@@ -112,7 +125,7 @@ class Consolidator:
     def _write_stage(self, scope: Scope, sid: str, text: str, lang: str, now: datetime,
                      job_id: str) -> bool:
         store, writer = self.pipeline.store, self.pipeline.writer
-        attribute = f"stage:{sid}"
+        attribute = stage_attribute(sid)
         old = next((i for i in store.list_items(scope, Filters(kinds=(Kind.EVENT,)), limit=10_000)
                     if i.attribute == attribute and i.status is Status.ACTIVE), None)
         if old is not None and old.content == text:

@@ -1,108 +1,255 @@
-"""Forgetting for real (R3.9): items, their versions, index entries, vectors, cached
-embeddings, the raw turns they came from, and the profile snapshot — through the store's
-seams, on every backend. Bytes leave the files at the next ``compact()``.
+"""Forgetting for real (R3.9), through one path over every store: items, their versions,
+index entries, vectors and cached embeddings — including the vectors of the turns after
+a forgotten one, which embedded its text and are re-embedded — the raw turns they came
+from wherever they are held (the main store's log, a Redis session), the session
+summaries (rebuilt without the forgotten turns) and the profile snapshot. Bytes leave
+the files at the next ``compact()``, which ``forget_user`` runs itself.
+
+Every call returns a :class:`ForgetReport`: what was removed, per store (counts only,
+never content).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ...providers.embedders import Embedder, content_hash
+from ...retrieval.documents import window_texts
 from ...retrieval.indexer import Indexer
-from ...stores.base import ItemStore, Lifecycle, MessageLog, SessionRows, VectorCache
-from ...types import Filters, Scope, Status
+from ...sessions.base import SessionStore
+from ...stores.base import (CompactReport, ItemStore, JobQueue, Lifecycle, MessageLog, MetaStore,
+                            SessionRows, VectorCache)
+from ...types import Filters, Kind, Message, Role, Scope, Status
+from .consolidate import consolidated_key, stage_attribute
 from .profiles import Profiles
 
-__all__ = ["Forgetter"]
+__all__ = ["Forgetter", "ForgetReport"]
 
 log = logging.getLogger("memstrata.forget")
 _EVERY_STATUS = Filters(statuses=tuple(Status))
 
 
-class _ForgetBackend(ItemStore, MessageLog, SessionRows, VectorCache, Lifecycle, Protocol):
+class _ForgetBackend(ItemStore, MessageLog, SessionRows, VectorCache, Lifecycle, JobQueue, MetaStore,
+                     Protocol):
     """What forgetting needs of a store."""
 
 
 def _hashes(texts: set[str]) -> list[str]:
-    return [content_hash(t, "passage") for t in texts if t]
+    return sorted(content_hash(t, "passage") for t in texts if t)
+
+
+@dataclass
+class ForgetReport:
+    """What one forgetting removed, per store — counts, never content.
+
+    ``store``: items (with every version and index entry), raw ``turns`` of the main
+    log, ``cached_vectors`` (embedding-cache entries of every text they had),
+    ``reembedded`` neighbouring turns (their vector embedded a forgotten turn),
+    ``summaries`` rebuilt without the forgotten turns, ``stages`` (stage-summary items of
+    those sessions, which quoted them: deleted, and a ``consolidate`` job queued to build
+    them again), ``profile`` (snapshot rebuilt or blanked). ``sessions``: turns the
+    session store still ``held`` (Redis) and ``keys`` it removed. ``compact``: how the
+    compaction went (``forget_user`` only)."""
+
+    user_id: str
+    sessions_backend: str = "main store"
+    items: int = 0
+    turns: int = 0
+    cached_vectors: int = 0
+    reembedded: int = 0
+    summaries: int = 0
+    stages: int = 0
+    profile: bool = False
+    held: int = 0
+    keys: int = 0
+    compact: CompactReport | None = None
+
+    def per_store(self) -> dict[str, dict[str, Any]]:
+        """The report as ``{"store": {...}, "sessions": {...}, "compact": {...}}``."""
+        out: dict[str, dict[str, Any]] = {
+            "store": {"items": self.items, "turns": self.turns,
+                      "cached_vectors": self.cached_vectors, "reembedded": self.reembedded,
+                      "summaries": self.summaries, "stages": self.stages,
+                      "profile": self.profile},
+            "sessions": {"backend": self.sessions_backend, "held": self.held, "keys": self.keys}}
+        if self.compact is not None:
+            out["compact"] = self.compact.to_dict()
+        return out
+
+    def __str__(self) -> str:
+        return "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in part.items())
+                         for name, part in self.per_store().items())
 
 
 class Forgetter:
-    """Hard deletes through one store, with the embedder whose cache entries go too."""
+    """Hard deletes through the main store and the session store, with the embedder
+    whose cache entries go too. ``rebuild_summary(scope, session_id)`` rebuilds a
+    session's summary from the turns it still has (True when it had one)."""
 
     def __init__(self, store: _ForgetBackend, embedder: Embedder, indexer: Indexer,
-                 profiles: Profiles) -> None:
+                 profiles: Profiles, sessions: SessionStore | None = None,
+                 rebuild_summary: Callable[[Scope, str], bool] | None = None, *,
+                 compact_wait_s: float = 10.0) -> None:
         self.store = store
         self.embedder = embedder
         self.indexer = indexer
         self.profiles = profiles
+        self.sessions = sessions
+        self.rebuild_summary = rebuild_summary
+        self.compact_wait_s = compact_wait_s
 
-    def _item_texts(self, scope: Scope, item_id: str, sources: set[str]) -> set[str]:
+    def _report(self, scope: Scope) -> ForgetReport:
+        backend = "main store" if self.sessions is None or not self.sessions.hot_log \
+            else self.sessions.url.split(":", 1)[0]
+        return ForgetReport(scope.user_id, backend)
+
+    def _item_texts(self, scope: Scope, item_id: str, sources: set[str],
+                    sessions: set[str] | None = None) -> set[str]:
         texts: set[str] = set()
         for version in self.store.history(scope, item_id):
             for value in (version.before, version.after):
                 if value:
                     texts.add(str(value.get("content", "")))
                     sources.update(value.get("source_message_ids") or ())
+                    if sessions is not None and value.get("source_session_id"):
+                        sessions.add(str(value["source_session_id"]))
         return texts
 
-    def forget(self, scope: Scope, item_ids: Sequence[str], *, messages: bool = False) -> None:
+    def _drop_stages(self, scope: Scope, session_ids: set[str], report: ForgetReport) -> set[str]:
+        """Delete the stage-summary items of these sessions (they quote the session's
+        items and summary) and queue their consolidation again; returns their texts."""
+        wanted = {stage_attribute(sid): sid for sid in session_ids}
+        if not wanted:
+            return set()
+        texts: set[str] = set()
+        events = self.store.list_items(scope, Filters(kinds=(Kind.EVENT,), statuses=tuple(Status)),
+                                       limit=10**9)
+        for item in events:
+            sid = wanted.get(item.attribute or "")
+            if sid is None:
+                continue
+            texts |= self._item_texts(scope, item.id, set())
+            self.store.delete_item(scope, item.id)
+            self.store.set_meta(consolidated_key(scope, sid), "forgotten")
+            self.store.enqueue_job(scope, "consolidate", {"session_id": sid})
+            report.stages += 1
+        return texts
+
+    def forget(self, scope: Scope, item_ids: Sequence[str], *,
+               messages: bool = False) -> ForgetReport:
         """Hard delete items: rows, versions, index documents, vectors, the cached
         embeddings of every text they ever had and (with ``messages``) the raw turns
-        they were extracted from."""
+        they were extracted from, wherever they are held."""
+        report = self._report(scope)
         texts: set[str] = set()
         sources: set[str] = set()
+        sessions: set[str] = set()
         with self.store.transaction():
             for item_id in item_ids:
-                texts |= self._item_texts(scope, item_id, sources)
+                texts |= self._item_texts(scope, item_id, sources, sessions)
                 self.store.delete_item(scope, item_id)
+                report.items += 1
             if messages and sources:
-                self._forget_messages(scope, sources)
-            self.store.forget_vectors(self.embedder.name, _hashes(texts))
-            self.profiles.refresh_if_cached(scope)
-        log.info("forgot %d item(s) of %r%s", len(item_ids), scope.user_id,
-                 " and their source turns" if messages and sources else "")
+                self._forget_messages(scope, sources, report)
+            texts |= self._drop_stages(scope, sessions, report)
+            hashes = _hashes(texts)
+            self.store.forget_vectors(self.embedder.name, hashes)
+            report.cached_vectors += len(hashes)
+            report.profile = self.profiles.refresh_if_cached(scope) is not None
+        log.info("forgot %d item(s) of %r: %s", len(item_ids), scope.user_id, report)
+        return report
 
     def forget_turns(self, scope: Scope, message_ids: Sequence[str]) -> int:
-        """Hard delete raw turns by id — rows, index documents, cached vectors — and
-        refresh the index of their sessions' neighbouring turns (whose context field
-        carried their words). Returns how many of the ids were found. Used by spoken
-        forgetting for the turns that state what is forgotten, including the request."""
+        """Hard delete raw turns by id — rows, held copies, index documents, cached
+        vectors — re-embed and re-index the turns whose vector or context carried their
+        words, and rebuild their sessions' summaries. Returns how many of the ids were
+        found. Used by spoken forgetting for the turns that state what is forgotten,
+        including the request."""
+        return self.forget_turns_report(scope, message_ids).turns
+
+    def forget_turns_report(self, scope: Scope, message_ids: Sequence[str]) -> ForgetReport:
+        """:meth:`forget_turns`, returning the whole report."""
+        report = self._report(scope)
         ids = set(message_ids)
-        if not ids:
-            return 0
-        with self.store.transaction():
-            found = self._forget_messages(scope, ids)
-        log.info("forgot %d turn(s) of %r", found, scope.user_id)
-        return found
+        if ids:
+            with self.store.transaction():
+                self._forget_messages(scope, ids, report)
+            log.info("forgot %d turn(s) of %r: %s", report.turns, scope.user_id, report)
+        return report
 
-    def _forget_messages(self, scope: Scope, ids: set[str]) -> int:
-        texts, touched = [], []
-        for info in self.store.list_sessions(scope):
-            for m in self.store.get_messages(scope, info.session_id):
-                if m.id in ids:
-                    texts.append(m.text)
-                    touched.append(info.session_id)
-        self.store.delete_messages(scope, sorted(ids))
-        self.store.forget_vectors(self.embedder.name, _hashes(set(texts)))
-        for session_id in dict.fromkeys(touched):
-            # neighbouring turns carry a deleted turn's words in their context field
-            self.indexer.refresh_session(scope, session_id)
-        return len(texts)
+    def _session_ids(self, scope: Scope) -> list[str]:
+        ids = [info.session_id for info in self.store.list_sessions(scope)]
+        if self.sessions is not None:
+            ids += self.sessions.session_ids(scope)
+        return list(dict.fromkeys(ids))
 
-    def forget_user(self, scope: Scope, *, messages: bool = True) -> None:
-        """Everything of a user, then compaction so the bytes leave the file."""
+    def _messages(self, scope: Scope, session_id: str) -> list[Message]:
+        if self.sessions is not None:
+            return self.sessions.messages(scope, session_id)
+        return self.store.get_messages(scope, session_id)
+
+    def _forget_messages(self, scope: Scope, ids: set[str], report: ForgetReport) -> None:
         texts: set[str] = set()
-        for item in self.store.list_items(scope, _EVERY_STATUS, limit=10**9):
+        touched: dict[str, tuple[list[Message], set[str]]] = {}
+        for session_id in self._session_ids(scope):
+            every = self._messages(scope, session_id)
+            gone = [m for m in every if m.id in ids]
+            if not gone:
+                continue
+            kept = [m for m in every if m.id not in ids]
+            before = [m for m in every if m.role is not Role.SYSTEM]
+            after = [m for m in kept if m.role is not Role.SYSTEM]
+            # a turn's vector embeds its predecessor's text: every turn whose dense text
+            # changes loses its cached vector and is embedded again
+            old = {m.id: window_texts(before, i)[3] for i, m in enumerate(before)}
+            new = {m.id: window_texts(after, i)[3] for i, m in enumerate(after)}
+            changed = {mid for mid, text in new.items() if old.get(mid) != text}
+            texts.update(m.text for m in gone)
+            texts.update(old[m.id] for m in before if m.id in ids or m.id in changed)
+            report.turns += len(gone)
+            if self.sessions is not None:
+                report.held += self.sessions.forget_messages(scope, session_id, [m.id for m in gone])
+            touched[session_id] = (kept, changed)
+        self.store.delete_messages(scope, sorted(ids))
+        texts |= self._drop_stages(scope, set(touched), report)
+        hashes = _hashes(texts)
+        self.store.forget_vectors(self.embedder.name, hashes)
+        report.cached_vectors += len(hashes)
+        for session_id, (kept, changed) in touched.items():
+            # neighbouring turns carry a deleted turn's words in their context field
+            self.indexer.refresh_session(scope, session_id, kept, reembed=changed)
+            report.reembedded += len(changed)
+            if self.rebuild_summary is not None and self.rebuild_summary(scope, session_id):
+                report.summaries += 1
+
+    def forget_user(self, scope: Scope, *, messages: bool = True) -> ForgetReport:
+        """Everything of a user — in the main store and the session store, the user id
+        included — then compaction so the bytes leave the files."""
+        report = self._report(scope)
+        texts: set[str] = set()
+        items = self.store.list_items(scope, _EVERY_STATUS, limit=10**9)
+        for item in items:
             texts |= self._item_texts(scope, item.id, set())
+        report.items = len(items)
         if messages:
-            for info in self.store.list_sessions(scope):
-                texts.update(m.text for m in self.store.get_messages(scope, info.session_id))
+            for session_id in self._session_ids(scope):
+                turns = [m for m in self._messages(scope, session_id) if m.role is not Role.SYSTEM]
+                texts.update(m.text for m in turns)
+                texts.update(window_texts(turns, i)[3] for i in range(len(turns)))
+                report.turns += len(turns)
         with self.store.transaction():
             self.store.delete_user(scope, messages=messages)
-            self.profiles.blank(scope)
-            self.store.forget_vectors(self.embedder.name, _hashes(texts))
-        self.store.compact()
-        log.info("forgot user %r%s", scope.user_id, " with every message" if messages else "")
+            report.profile = self.profiles.blank(scope)
+            hashes = _hashes(texts)
+            self.store.forget_vectors(self.embedder.name, hashes)
+            report.cached_vectors = len(hashes)
+        if messages and self.sessions is not None:
+            report.keys = self.sessions.forget_user(scope)
+        report.compact = self.store.compact(wait_s=self.compact_wait_s)
+        if not report.compact.checkpointed:
+            log.warning("forget_user %r: %s", scope.user_id, report.compact.detail)
+        log.info("forgot user %r: %s", scope.user_id, report)
+        return report

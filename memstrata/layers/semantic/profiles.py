@@ -104,7 +104,10 @@ class Profiles:
                                   for k, v in json.loads(raw).items()}
         return Profile(**fields)
 
-    def blank(self, scope: Scope) -> None:
-        """Blank the user's snapshot (forget_user): the key stays, naming nobody."""
-        if self.store.get_meta(_snapshot_key(scope)) is not None:
-            self.store.set_meta(_snapshot_key(scope), "{}")
+    def blank(self, scope: Scope) -> bool:
+        """Blank the user's snapshot (forget_user): the key stays, naming nobody. True
+        when there was one."""
+        if self.store.get_meta(_snapshot_key(scope)) is None:
+            return False
+        self.store.set_meta(_snapshot_key(scope), "{}")
+        return True

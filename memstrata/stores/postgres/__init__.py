@@ -7,13 +7,14 @@ and usage; ``index`` the documents, their change log and the in-process search m
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
 import psycopg
 
 from ...types import Scope
-from ..base import Store
+from ..base import CompactReport, Store
 from ..knowledge import KnowledgeRows
 from .admin import PostgresAdmin
 from .connection import as_json, explain
@@ -41,12 +42,23 @@ class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, KnowledgeRows, S
             self._delete_user_rows(scope, messages=messages)
             self._delete_user_knowledge(scope, documents=messages)
 
-    def compact(self) -> None:
-        try:  # VACUUM cannot run inside a transaction block: its own autocommit connection
+    def compact(self, *, wait_s: float = 10.0) -> CompactReport:
+        # VACUUM cannot run inside a transaction block: its own autocommit connection.
+        # FULL rewrites the tables, so a deleted row's bytes leave the table files too
+        # (a plain VACUUM only marks their space free).
+        start = time.monotonic()
+        try:
             with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                conn.execute("VACUUM")
+                conn.execute(f"SET lock_timeout = {max(1, int(wait_s * 1000))}")
+                conn.execute("VACUUM FULL")
+        except psycopg.errors.LockNotAvailable:
+            return CompactReport(False, time.monotonic() - start,
+                                 f"VACUUM FULL on {self.url} waited {wait_s:g} s for another "
+                                 "session's lock; the deleted rows' bytes stay in the table "
+                                 "files until it runs — retry compact() when it is idle")
         except psycopg.Error as exc:
             raise explain(exc, self.url) from exc
+        return CompactReport(True, time.monotonic() - start)
 
 
 def open_postgres(url: str, *, index_memory_mb: float | None = None) -> PostgresStore:

@@ -78,6 +78,7 @@ class SQLiteConnection:
 
     def __init__(self, path: str, *, timeout: float = 30.0) -> None:
         self.path = path
+        self.timeout = timeout
         self.url = "memory://" if path == ":memory:" else f"sqlite:///{path}"
         if path != ":memory:":
             parent = Path(path).expanduser().resolve().parent
