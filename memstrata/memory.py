@@ -54,7 +54,7 @@ from .sessions import SessionState, open_session_store
 from .stores import open_store
 from .stores.base import CompactReport, Job, ProfileVersion, SessionInfo, Store
 from .stores.policy import UNFINISHED
-from .types import ItemVersion, MemoryItem, Message, Scope, SearchHit, utcnow
+from .types import ItemVersion, MemoryItem, Message, Scope, SearchHit, check_id, utcnow
 from .usage import UsageReport, usage_report
 from .user import AddResult, UserMemory
 
@@ -158,6 +158,7 @@ class Memory:
     def user(self, user_id: str, *, agent: str | None = None) -> UserMemory:
         """The handle on one user's memory, in namespace ``agent`` (default: the
         ``namespace`` setting)."""
+        check_id(user_id, "user_id")  # a caller's id: never one of memstrata's own
         return UserMemory(self, Scope(user_id, self.settings.namespace if agent is None else agent))
 
     @property

@@ -19,7 +19,7 @@ from .layers.context import Quotas
 from .layers.working import POLICIES
 from .retrieval.scoring import ScoringPreset, get_preset
 from .retrieval.search import MODES, Mode
-from .types import Filters
+from .types import Filters, check_id, check_text
 
 __all__ = ["SearchRequest", "ContextRequest", "RECALL_MODES"]
 
@@ -33,6 +33,7 @@ def _check_query(query: Any, limit: int) -> str:
         raise ValidationError(f"query must be a string, not {type(query).__name__}")
     if not query.strip():
         raise ValidationError("query is empty")
+    check_text(query, "query")
     if len(query) > limit:
         raise ValidationError(f"query is {len(query):,} characters, over the limit of {limit:,}; "
                               "shorten it or raise the max_message_chars setting")
@@ -87,6 +88,8 @@ class SearchRequest:
             get_preset(self.scoring)
         if not all(isinstance(r, str) for r in self.recent):
             raise ValidationError("recent must be a list of strings (the last turns)")
+        for turn in self.recent:
+            check_text(turn, "recent turn")
         return self
 
 
@@ -120,8 +123,7 @@ class ContextRequest:
 
     def checked(self) -> "ContextRequest":
         """This request if it is valid; ValidationError saying what to fix otherwise."""
-        if not isinstance(self.session_id, str) or not self.session_id.strip():
-            raise ValidationError("session_id must be a non-empty string")
+        check_id(self.session_id, "session_id")
         if self.recall not in RECALL_MODES:
             raise ValidationError(f"recall must be one of {', '.join(RECALL_MODES)}, "
                                   f"not {self.recall!r}")
@@ -132,5 +134,7 @@ class ContextRequest:
         _check_k(self.k)
         if self.query is not None and not isinstance(self.query, str):
             raise ValidationError(f"query must be a string, not {type(self.query).__name__}")
+        if self.query is not None:
+            check_text(self.query, "query")
         Quotas.build(self.quotas)
         return self

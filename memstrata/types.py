@@ -11,6 +11,7 @@ serialisation. Times are timezone-aware UTC datetimes.
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -118,12 +119,45 @@ def parse_time(value: Any, *, what: str = "time") -> datetime:
                           f"not {type(value).__name__}")
 
 
-def _check_id(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{what} must be a non-empty string, got {value!r}")
-    if len(value) > 256:
-        raise ValidationError(f"{what} is {len(value)} characters; ids are at most 256")
+MAX_ID_CHARS = 256
+
+
+def check_text(value: str, what: str) -> str:
+    """``value`` if it can be stored as UTF-8 (no lone surrogate, which Python strings
+    may hold and no database can store); ValidationError otherwise."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{what} holds a lone surrogate ({value[exc.start]!r} at "
+                              f"position {exc.start}), which is not Unicode text; decode "
+                              "the input with errors='replace'") from None
     return value
+
+
+#: The first character of ids memstrata makes for itself (a knowledge base's scope): a
+#: control character, which no id a caller passes may hold, so the two never meet.
+RESERVED_ID_MARK = "\x1f"
+
+
+def check_id(value: Any, what: str, *, empty: bool = False, reserved: bool = False) -> str:
+    """``value`` if it is a valid id: a string of at most 256 characters, not blank
+    (unless ``empty``), without control characters (NUL, line breaks, tabs, DEL, C1) or
+    lone surrogates — so no two ids can join into the same internal key. ``reserved``
+    also allows memstrata's own ids (starting with :data:`RESERVED_ID_MARK`)."""
+    if not isinstance(value, str) or (not empty and not value.strip()):
+        raise ValidationError(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_ID_CHARS:
+        raise ValidationError(f"{what} is {len(value)} characters; ids are at most {MAX_ID_CHARS}")
+    start = 1 if reserved and value.startswith(RESERVED_ID_MARK) else 0
+    bad = next((i for i, c in enumerate(value) if i >= start
+                and unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is not None:
+        raise ValidationError(f"{what} {value[:40]!r} holds a control character "
+                              f"({value[bad]!r} at position {bad}); ids are printable text")
+    return value
+
+
+_check_id = check_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +172,8 @@ class Scope:
     namespace: str = ""
 
     def __post_init__(self) -> None:
-        _check_id(self.user_id, "user_id")
-        if not isinstance(self.namespace, str) or len(self.namespace) > 256:
-            raise ValidationError("agent_id/namespace must be a string of at most 256 characters")
+        check_id(self.user_id, "user_id", reserved=True)
+        check_id(self.namespace, "agent_id/namespace", empty=True)
 
     @property
     def key(self) -> str:
@@ -226,6 +259,31 @@ class Message:
     tool_calls: tuple[Mapping[str, Any], ...] = ()
     tool_call_id: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # a Message built directly is checked like one from a dict: a malformed value
+        # stored once would break every later read of its session
+        if not isinstance(self.role, Role):
+            raise ValidationError(f"message role must be a Role, not {self.role!r}; build "
+                                  "messages from dicts with Message.from_dict")
+        if self.content is not None:
+            if not isinstance(self.content, str):
+                raise ValidationError(f"message content must be a string or None, not "
+                                      f"{type(self.content).__name__}")
+            check_text(self.content, "message content")
+        if self.name is not None and (not isinstance(self.name, str) or len(self.name) > MAX_ID_CHARS):
+            raise ValidationError("message name must be a string of at most 256 characters")
+        if self.name is not None:
+            check_text(self.name, "message name")
+        if self.tool_calls and self.role is not Role.ASSISTANT:
+            raise ValidationError("only assistant messages may carry tool_calls")
+        object.__setattr__(self, "tool_calls", _tool_calls(self.tool_calls or None, "message"))
+        if self.role is Role.TOOL and (not isinstance(self.tool_call_id, str) or not self.tool_call_id):
+            raise ValidationError("a tool message needs the 'tool_call_id' of the call it answers")
+        if self.tool_call_id is not None and not isinstance(self.tool_call_id, str):
+            raise ValidationError("tool_call_id must be a string")
+        if not isinstance(self.metadata, Mapping):
+            raise ValidationError("message metadata must be a dict")
 
     def to_openai(self) -> dict[str, Any]:
         """The message as the OpenAI chat API expects it."""

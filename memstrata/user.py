@@ -42,7 +42,7 @@ from .sessions import SessionState
 from .stores.base import Job, ProfileVersion, SessionInfo, Store
 from .tokens import get_tokenizer
 from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope, SearchHit,
-                    Status, utcnow)
+                    Status, check_id, utcnow)
 from .usage import UsageReport, usage_report
 
 __all__ = ["UserMemory", "AddResult", "Engine", "SURFACE", "LOCAL_ONLY"]
@@ -87,9 +87,7 @@ def _parse_messages(messages: Any, max_chars: int) -> builtins.list[Message]:
 
 
 def _check_session(session_id: Any) -> str:
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise ValidationError("session_id must be a non-empty string")
-    return session_id
+    return check_id(session_id, "session_id")
 
 
 class Engine(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..types import Filters, MemoryItem, Scope, Status
 
-__all__ = ["JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
+__all__ = ["unstorable", "JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
            "check_owner", "session_conflict", "message_id_taken", "visible_by_default",
            "default_mask", "SESSION_STATUSES"]
 
@@ -68,3 +68,10 @@ def default_mask(filters: Filters) -> bool:
     """True when ``filters`` ask for exactly the default visibility (all turns, active
     items, no other narrowing): the fast path of an in-process mirror."""
     return filters.is_scope_only and not filters.layers and set(filters.statuses) == {Status.ACTIVE}
+
+
+def unstorable(exc: UnicodeEncodeError) -> ValidationError:
+    """The error for a value the driver cannot encode (a lone surrogate in a string):
+    refused before the statement ran, so nothing was written."""
+    return ValidationError(f"a text value holds a lone surrogate ({exc.object[exc.start:exc.end]!r}) "
+                           "and cannot be stored as UTF-8; decode the input with errors='replace'")

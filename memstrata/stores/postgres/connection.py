@@ -24,6 +24,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...errors import StoreError, StoreUnavailableError
 from ...types import dumps
+from ..policy import unstorable
 from .migrations import PG_MIGRATIONS
 
 __all__ = ["PostgresConnection", "explain", "as_json"]
@@ -44,7 +45,10 @@ _TOO_MANY_CONNECTIONS = "53300"
 
 def _where(url: str) -> str:
     """The server and database a URL names, without the password (for error messages)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a malformed URL (say, an unclosed IPv6 bracket): name no part of it
+        return "a malformed PostgreSQL URL"
     host = parts.hostname or "local socket"
     try:
         port = f":{parts.port}" if parts.port else ""
@@ -192,6 +196,8 @@ class PostgresConnection:
                 return cur.fetchall() if cur.description else []
             except psycopg.Error as exc:
                 raise explain(exc, self.url) from exc
+            except UnicodeEncodeError as exc:
+                raise unstorable(exc) from exc
 
     def _many(self, sql: str, rows: Sequence[Any], *,
               taken: Callable[[object], Exception] | None = None) -> None:
@@ -208,6 +214,8 @@ class PostgresConnection:
                 raise taken(exc) from exc
             except psycopg.Error as exc:
                 raise explain(exc, self.url) from exc
+            except UnicodeEncodeError as exc:
+                raise unstorable(exc) from exc
 
     def _delete_docs(self, scope: Any, ids: Sequence[str]) -> None:
         """Delete index documents (the index half of the store implements it)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ...errors import StoreError
 from ...types import Scope
+from ..policy import unstorable
 from .migrations import SQLITE_MIGRATIONS
 
 __all__ = ["SQLiteConnection", "explain"]
@@ -133,6 +134,8 @@ class SQLiteConnection:
                 return _Rows(cursor.fetchall(), cursor.rowcount, cursor.lastrowid)
             except sqlite3.Error as exc:
                 raise explain(exc, self.path) from exc
+            except UnicodeEncodeError as exc:
+                raise unstorable(exc) from exc
 
     def _many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         with self._lock:
@@ -140,6 +143,8 @@ class SQLiteConnection:
                 self._conn.executemany(sql, rows)
             except sqlite3.Error as exc:
                 raise explain(exc, self.path) from exc
+            except UnicodeEncodeError as exc:
+                raise unstorable(exc) from exc
 
     def _insert_many(self, sql: str, rows: Sequence[Sequence[object]], *,
                      taken: Callable[[object], Exception] | None = None) -> None:
@@ -154,6 +159,8 @@ class SQLiteConnection:
                 raise taken(exc) from exc
             except sqlite3.Error as exc:
                 raise explain(exc, self.path) from exc
+            except UnicodeEncodeError as exc:
+                raise unstorable(exc) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
