@@ -12,8 +12,10 @@ from ..auth import CurrentPrincipal, service
 
 __all__ = ["UserId", "Limit", "Offset", "Svc", "page", "CurrentPrincipal", "to_dicts"]
 
-UserId = Annotated[str, Path(description="The end user's id (within the key's tenant)",
-                             examples=["lin"])]
+UserId = Annotated[str, Path(description="The end user's id (within the key's tenant): at most "
+                                         "256 characters, no control characters",
+                             examples=["lin"], max_length=256,
+                             pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")]
 Limit = Annotated[int | None, Query(ge=1, le=1000, description="Page size (default: the "
                                                              "page_size setting)")]
 Offset = Annotated[int, Query(ge=0, le=10**12,

@@ -117,7 +117,10 @@ def usage(user_id: UserId, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
 
 @router.get("/export", tags=["memory"], name="users.export", response_class=PlainTextResponse,
             responses={200: {"content": {"application/x-ndjson": {}},
-                             "description": "The versioned JSON Lines export of the user"}})
+                             "description": "The versioned JSON Lines export of the user"},
+                       422: {"model": s.ErrorOut, "content": {"application/json": {}},
+                             "description": "The request is not valid (say, a user id with a "
+                                            "control character); nothing was read"}})
 def export(user_id: UserId, who: CurrentPrincipal, svc: Svc) -> Response:
     """Everything of the user as ``memstrata export`` writes it (``memstrata restore``
     reads it into any store)."""
