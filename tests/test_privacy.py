@@ -36,9 +36,10 @@ TALK = [{"role": "user", "content": "I'm allergic to kumquats."},
         {"role": "user", "content": "I like tennis."},
         {"role": "assistant", "content": "Great."}]
 SPOKEN = ["Please forget that I'm allergic to kumquats.", "请忘掉我住在翡翠湾这件事"]
-# bookkeeping of the SQLite index mirrors (P13): other processes' mirrors learn of the
-# deletions from these rows, so they keep the scope's key (no content)
-INDEX_LOG_TABLES = {"index_log", "index_state"}
+# bookkeeping of the index mirrors (SQLite index_log/index_state, PostgreSQL scope_stats):
+# other processes' mirrors learn of the deletions from these rows, so they keep the
+# scope's key (never content) — the one place a forgotten user's id stays
+INDEX_LOG_TABLES = {"index_log", "index_state", "scope_stats"}
 
 
 def _redis_up() -> bool:
