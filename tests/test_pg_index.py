@@ -58,6 +58,7 @@ def test_a_store_from_before_the_term_records_is_filled_in(pg_url: str) -> None:
                      "DROP COLUMN logged")
         conn.execute("DROP TABLE index_log")
         conn.execute("DELETE FROM schema_migrations WHERE name = '0009_p13_pg_index_log'")
+        conn.execute("DELETE FROM meta WHERE key = 'index_records'")
     with open_store(pg_url) as store:
         after = _searches(store, LIN)
         for a, b in zip(before, after):
@@ -68,6 +69,23 @@ def test_a_store_from_before_the_term_records_is_filled_in(pg_url: str) -> None:
                                                                          Filters(), 50)}
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM postings").fetchone() == (0,)
+
+
+def test_a_fill_cut_short_runs_again_at_the_next_open(pg_url: str) -> None:
+    with open_store(pg_url) as store:
+        store.index(LIN, _docs("d", 10))
+        before = _searches(store, LIN)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as if the fill had failed
+        conn.execute("UPDATE docs SET terms = NULL, q8 = NULL WHERE namespace='' AND user_id='lin'")
+        conn.execute("DELETE FROM meta WHERE key = 'index_records'")
+        for d in _docs("d", 10):
+            body, context = Counter(d.body.split()), Counter(d.context.split())
+            for term in sorted(body | context):
+                conn.execute("INSERT INTO postings (namespace, user_id, term, doc_id, tf_body, "
+                             "tf_context) VALUES ('', 'lin', %s, %s, %s, %s)",
+                             (term, d.id, body[term], context[term]))
+    with open_store(pg_url) as store:
+        assert _searches(store, LIN) == before
 
 
 def test_forgetting_in_one_store_empties_the_other_stores_mirror(pg_url: str) -> None:
@@ -91,3 +109,19 @@ def test_mirrors_stay_within_the_budget(pg_url: str) -> None:
             held = store.index_memory()
             assert held["bytes"] <= held["budget"] or held["scopes"] == 1
         assert held["evictions"] > 0 and held["scopes"] < len(users)
+
+
+def test_searches_after_a_server_restart_reconnect(pg_server, pg_url: str) -> None:
+    """A search's reads skip the pool's check on checkout and retry once on a fresh,
+    checked connection: after a restart every pooled connection is dead, and the next
+    searches still answer, the same."""
+    import pytest
+
+    if pg_server.pgdata is None:
+        pytest.skip("restarting needs the suite's own server")
+    with open_store(pg_url) as store:
+        store.index(LIN, _docs("r", 20))
+        before = _searches(store, LIN)
+        pg_server.restart()
+        assert _searches(store, LIN) == before
+        assert store.doc_info(LIN, ["r1"])["r1"].text == TEXTS[1]

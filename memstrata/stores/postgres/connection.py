@@ -125,9 +125,16 @@ class PostgresConnection:
             raise explain(exc, url) from exc
         self._pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size,
                                     kwargs={"autocommit": True}, configure=self._configure,
-                                    check=ConnectionPool.check_connection, timeout=timeout,
+                                    check=self._check, timeout=timeout,
                                     open=False, name="memstrata")
         self._local = threading.local()
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of a connection on checkout (one round trip), skipped for a
+        checkout whose caller retries on a fresh, checked connection when this one turns
+        out dead (``_local.unchecked``: the index's reads, see ``PostgresIndex._read``)."""
+        if not getattr(self._local, "unchecked", False):
+            ConnectionPool.check_connection(conn)
 
     @staticmethod
     def _configure(conn: psycopg.Connection[Any]) -> None:
