@@ -74,22 +74,39 @@ class SQLiteIndex(SQLiteConnection):
 
     def setup(self) -> list[str]:
         applied = super().setup()
-        if "0009_p13_index_log" in applied:
+        if self._x("SELECT value FROM meta WHERE key = 'index_records'").fetchone() is None:
             self._backfill()
         return applied
 
     def _backfill(self) -> None:
-        """Mirror records for documents written before they existed."""
+        """Mirror records for documents written before they existed, once: ``meta``'s
+        ``index_records`` records it done in the same transaction, so a fill cut short
+        runs again at the next open (filling in only what is missing, and logging it)."""
+        missing = ("SELECT d.rowid, d.namespace, d.user_id, d.id, d.status, f.body, f.context, "
+                   "v.vec FROM docs d JOIN docs_fts f ON f.rowid = d.rowid LEFT JOIN "
+                   "doc_vectors v ON v.rowid = d.rowid LEFT JOIN doc_records r ON "
+                   "r.rowid = d.rowid WHERE r.rowid IS NULL")
+        if self._x(missing + " LIMIT 1").fetchone() is None:
+            try:  # nothing to fill in: a read-only file stays readable
+                with self.transaction():
+                    self._x("INSERT OR REPLACE INTO meta (key, value) VALUES ('index_records', 'filled')")
+            except StoreError as exc:
+                log.info("index records complete; not recorded (%s)", exc)
+            return
         with self.transaction():
-            rows = self._x("SELECT d.rowid, d.namespace, d.user_id, d.id, d.status, f.body, f.context, "
-                           "v.vec FROM docs d JOIN docs_fts f ON f.rowid = d.rowid LEFT JOIN "
-                           "doc_vectors v ON v.rowid = d.rowid").fetchall()
+            rows = self._x(missing).fetchall()
             self._many("INSERT INTO doc_records (rowid, namespace, user_id, id, visible, terms, q8) "
                        "VALUES (?,?,?,?,?,?,?)",
                        [(r[0], r[1], r[2], r[3], policy.visible_by_default(r[4]),
                          encode_terms(r[5], r[6]),
                          None if r[7] is None else quantize(np.frombuffer(r[7], dtype=np.float32)))
                         for r in rows])
+            scopes: dict[tuple[str, str], list[int]] = {}
+            for r in rows:
+                scopes.setdefault((r[1], r[2]), []).append(int(r[0]))
+            for (ns, uid), rowids in scopes.items():
+                self._log(Scope(uid, ns), rowids)
+            self._x("INSERT OR REPLACE INTO meta (key, value) VALUES ('index_records', 'filled')")
 
     # -- writing ----------------------------------------------------------------------
     def _scalar(self, sql: str, params: Sequence[object] = ()) -> Any:
