@@ -431,9 +431,10 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"fresh process at {fresh['items']:,} items: open {fresh['open_s']} s + first "
                      f"search {fresh['first_search_ms']} ms = {fresh['open_and_first_search_s']} s; "
                      f"first Chinese search {fresh['first_chinese_search_ms']} ms (jieba's "
-                     f"dictionary), then {fresh['third_search_ms']} ms; with the query embedding "
-                     f"{fresh['first_search_with_embedding_ms']} ms; loading the embedder "
-                     f"{fresh['embedder_load_s']} s")
+                     f"dictionary), then {fresh['third_search_ms']} ms; the first search with "
+                     f"the query embedding {fresh['first_search_with_embedding_ms']} ms (the "
+                     f"model loads on first use; constructing the embedder "
+                     f"{fresh['embedder_load_s']} s)")
     after = report.get("after_other_process_writes")
     if after:
         lines.append(f"after another process wrote {after['writes_per_round']} items "
