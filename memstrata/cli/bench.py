@@ -92,7 +92,7 @@ def context(data, budget, k, store, embedder, limit, json_out) -> None:
 
 @bench.command()
 @click.option("--sizes", default="10000,100000", show_default=True,
-              help="Comma-separated numbers of items of one user.")
+              help="Comma-separated numbers of items of one user (0: skip the one-user part).")
 @click.option("--queries", default=200, show_default=True, help="Searches per size.")
 @click.option("--store", "stores", multiple=True,
               help="Store URL (repeatable: stores side by side; default: a temporary SQLite file). "
@@ -110,12 +110,15 @@ def context(data, budget, k, store, embedder, limit, json_out) -> None:
 @click.option("--user-items", default=100, show_default=True, help="Items per user there.")
 @click.option("--user-queries", default=2000, show_default=True,
               help="Searches of random users there, after each user's first search.")
+@click.option("--users-store", default=None, type=click.Path(dir_okay=False),
+              help="The many-users SQLite file: built there when missing, reused when complete "
+                   "(default: a temporary file).")
 @click.option("--index-memory-mb", type=float, default=None,
               help="index_memory_mb of the many-users search process (default: the setting).")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
 @handle_errors
 def latency(sizes, queries, stores, compare_postgres, processes, rounds, users, user_items,
-            user_queries, index_memory_mb, json_out) -> None:
+            user_queries, users_store, index_memory_mb, json_out) -> None:
     """Search p50/p95 of one user at several sizes (with and without the query embedding),
     a fresh process's first search, the first search after another process's writes,
     many users in one store under the index memory budget; add throughput, memory;
@@ -125,14 +128,15 @@ def latency(sizes, queries, stores, compare_postgres, processes, rounds, users, 
     from ..bench.latency import render, render_comparison, render_users, run_latency, run_many_users
     from ..bench.tempdb import temporary_postgres
 
-    urls: list[str | None] = list(stores) or [None]
+    one_user = [] if sizes.strip() == "0" else _ks(sizes)  # --sizes 0: only the many users
+    urls: list[str | None] = (list(stores) or [None]) if one_user else []
     with ExitStack() as stack:
-        if compare_postgres:
+        if compare_postgres and one_user:
             urls.append(stack.enter_context(temporary_postgres()))
-        reports = [run_latency(_ks(sizes), queries=queries, store=url, processes=processes,
+        reports = [run_latency(one_user, queries=queries, store=url, processes=processes,
                                rounds=rounds) for url in urls]
-    many = run_many_users(users, user_items, queries=user_queries,
-                          budget_mb=index_memory_mb) if users > 0 else None
+    many = run_many_users(users, user_items, queries=user_queries, budget_mb=index_memory_mb,
+                          path=users_store) if users > 0 else None
     for report in reports:
         click.echo(render(report))
     if len(reports) > 1:
