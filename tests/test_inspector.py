@@ -385,3 +385,25 @@ def test_every_inspector_route_needs_a_session_and_keeps_end_users_apart(live, l
             r = reader.post(path, data={"csrf": csrf[reader], "signal": "down", "field": "name", "value": "x"})
             assert r.status_code == 403, ("read-only", template, r.status_code)
     assert snapshot() == before
+
+
+def test_summary_versions_on_the_session_page_and_forgotten_with_the_turns(live):
+    with live.client(live.key("acme", "app")) as api:
+        for batch in range(2):
+            turns = [{"role": "user", "content": f"I want a quiet hotel {batch}-{i}. I decided on Kyoto."}
+                     for i in range(6)]
+            assert api.post("/v1/users/eve/messages", json={"messages": turns, "session_id": "trip",
+                                                            "extract": False}).status_code == 201
+        assert api.post("/v1/users/eve/sessions/trip/archive").status_code == 200
+        rest = api.get("/v1/users/eve/sessions/trip/summaries").json()["data"]
+        assert [(v["version"], v["range_start"], v["range_end"]) for v in rest] == [(1, 0, 12)]
+        browser = login(live, live.key("acme", "end-user", user_id="eve"))
+        page = browser.get("/ui/users/eve/sessions/trip?format=json").json()
+        assert page["summary_versions"] == list(reversed(rest))
+        assert "v1" in browser.get("/ui/users/eve/sessions/trip").text
+        plan = api.get("/v1/users/eve/sessions/trip/erasure").json()
+        assert [s["session_id"] for s in plan["summaries"]] == ["trip"]
+        assert api.delete("/v1/users/eve/sessions/trip/messages", params={"digest": plan["digest"]}).json() \
+            == {"items": 0, "turns": 12, "summaries": 1}
+        assert api.get("/v1/users/eve/sessions/trip/summaries").json()["data"] == []
+        assert api.get("/v1/users/eve/sessions/trip").json()["summary"]["goal"] == ""

@@ -90,6 +90,7 @@ SPECS: dict[str, Spec] = {
                             destroys=True, reseed=True, ok=204),
     "users.kb_search": Spec("POST", "/v1/users/{user_id}/kb/search", {"query": "{marker} note"}),
     "users.timeline": Spec("GET", "/v1/users/{user_id}/timeline"),
+    "sessions.summaries": Spec("GET", "/v1/users/{user_id}/sessions/{session_id}/summaries"),
     "items.erasure": Spec("GET", "/v1/users/{user_id}/items/{item_id}/erasure", item=True),
     "sessions.erasure": Spec("GET", "/v1/users/{user_id}/sessions/{session_id}/erasure"),
     "sessions.forget": Spec("DELETE", "/v1/users/{user_id}/sessions/{session_id}/messages", write=True,

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from ..stores.base import Lifecycle, MessageLog, SessionRecord, SessionRows
-from ..types import Message, Scope, StructuredSummary, dumps
+from ..stores.base import Lifecycle, MessageLog, SessionRecord, SessionRows, SummaryVersion
+from ..types import Message, Scope, StructuredSummary, dumps, utcnow
 from .base import DEFAULT_WINDOW_MESSAGES, SessionState, SessionStore
 
 __all__ = ["StoreSessionStore"]
@@ -65,9 +65,14 @@ class StoreSessionStore(SessionStore):
     def save_summary(self, scope: Scope, session_id: str, summary: StructuredSummary,
                      range_end: int, expected_version: int) -> SessionState:
         with self.store.transaction():
+            before = self.store.get_session(scope, session_id)
             row = self.store.update_session(scope, session_id, expected_version,
                                             summary=dumps(summary.to_dict()),
                                             message_range_end=range_end)
+            if not summary.is_empty:  # the step's version, kept for the inspector's history
+                start = before.message_range_end if before is not None else 0
+                self.store.add_summary_version(scope, session_id, SummaryVersion(
+                    summary.version, min(start, range_end), range_end, summary.to_dict(), utcnow()))
             return self._state(scope, session_id, row)
 
     def archive(self, scope: Scope, session_id: str) -> tuple[SessionState, list[Message]]:

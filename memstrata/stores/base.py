@@ -15,7 +15,8 @@ protocol           methods                                                used b
                     delete_user
 :class:`MessageLog` append_messages, get_messages, delete_messages         sessions, indexer, forget
 :class:`SessionRows` list_sessions, get_session, update_session,           sessions (any backend)
-                    idle_sessions, restore_session
+                    idle_sessions, restore_session, summary_versions,
+                    add_summary_version, delete_summary_versions
 :class:`ItemStore`  write_item, get_item, list_items, history,             the item writer
                     delete_item, touch_items
 :class:`JobQueue`   enqueue_job, claim_job, finish_job, list_jobs,         the worker
@@ -57,7 +58,7 @@ from .knowledge import KnowledgeStore
 __all__ = ["Store", "Lifecycle", "MessageLog", "SessionRows", "ItemStore", "JobQueue",
            "SearchIndex", "VectorCache", "UsageStore", "MetaStore", "IndexDoc", "DocInfo",
            "SessionInfo", "SessionRecord", "Job", "ProfileVersion", "AdminStore", "ApiKey",
-           "AuditEntry", "ROLES", "KnowledgeStore", "CompactReport"]
+           "AuditEntry", "ROLES", "KnowledgeStore", "CompactReport", "SummaryVersion"]
 
 
 # ---------------------------------------------------------------- values
@@ -177,6 +178,23 @@ class ProfileVersion:
     def from_dict(cls, data: Mapping[str, Any]) -> "ProfileVersion":
         return cls(int(data["version"]), dict(data["data"]), data["actor"], data["reason"],
                    parse_time(data["at"], what="at"))
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryVersion:
+    """One step of a session's progressive summary (R2.1): version vN, the messages
+    ``[range_start, range_end)`` the step folded in, the summary as it then read."""
+
+    version: int
+    range_start: int
+    range_end: int
+    summary: Mapping[str, Any]
+    at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"version": self.version, "range_start": self.range_start,
+                "range_end": self.range_end, "summary": dict(self.summary), "at": self.at.isoformat()}
 
 
 #: API key roles, most powerful first: ``admin`` (keys and audit of its tenant, and
@@ -381,6 +399,18 @@ class SessionRows(Protocol):
     def idle_sessions(self, before: datetime, limit: int = 100) -> list[tuple[Scope, str]]:
         """Sessions of every user not archived and not written since ``before``,
         oldest first (a sweep across users: on a sharded store it fans out)."""
+
+    @abstractmethod
+    def summary_versions(self, scope: Scope, session_id: str) -> list[SummaryVersion]:
+        """Every stored summary step of a session, oldest first."""
+
+    @abstractmethod
+    def add_summary_version(self, scope: Scope, session_id: str, version: SummaryVersion) -> None:
+        """Record a summary step (one of the same version number is replaced)."""
+
+    @abstractmethod
+    def delete_summary_versions(self, scope: Scope, session_id: str) -> None:
+        """Forget every stored summary step of a session (its turns were forgotten)."""
 
     @abstractmethod
     def restore_session(self, scope: Scope, session: SessionRecord,

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from ..schemas import _Out
+from ..schemas import JsonObject, _Out
 from ..ui.erase import erase, plan_item, plan_session
 from ..ui.views import timeline
 from .common import CurrentPrincipal, Svc, UserId
@@ -56,6 +56,18 @@ class ErasedOut(_Out):
     items: int
     turns: int
     summaries: int
+
+
+class SummaryVersionOut(_Out):
+    version: int
+    range_start: int
+    range_end: int
+    summary: JsonObject
+    at: str
+
+
+class SummaryVersionsOut(_Out):
+    data: list[SummaryVersionOut]
 
 
 class TimelineEntryOut(_Out):
@@ -115,3 +127,14 @@ def forget_session(user_id: UserId, session_id: str, who: CurrentPrincipal, svc:
     plan = plan_session(handle, session_id, items=items)
     plan.check(digest)
     return erase(handle, plan)
+
+
+@router.get("/sessions/{session_id}/summaries", response_model=SummaryVersionsOut, tags=["sessions"],
+            name="sessions.summaries", summary="The session's progressive summary, v1…vN")
+def session_summaries(user_id: UserId, session_id: str, who: CurrentPrincipal,
+                      svc: Svc) -> dict[str, Any]:
+    """Every summary step, oldest first: its version, the messages ``[range_start,
+    range_end)`` it folded in, and the summary as it then read (kept by the main store's
+    session rows; a Redis session store keeps only the latest)."""
+    handle = who.user(svc, user_id, write=False)
+    return {"data": [v.to_dict() for v in svc.memory.store.summary_versions(handle.scope, session_id)]}

@@ -129,6 +129,7 @@ def _rebuild_summary(handle: UserMemory, scope: Scope, session_id: str) -> None:
         return
     sessions.save_summary(scope, session_id, StructuredSummary(max_chars=state.summary.max_chars),
                           0, state.version)
+    m.store.delete_summary_versions(scope, session_id)  # v1…vN quoted the forgotten turns
     if not sessions.messages(scope, session_id):
         return
     if m.llm is None:  # offline: cheap, rebuild now

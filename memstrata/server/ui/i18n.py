@@ -110,6 +110,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "messages": ("Messages", "消息"),
     "summary": ("Summary", "摘要"),
     "summary_range": ("covers messages", "覆盖消息"),
+    "summary_history": ("Summary versions v1…vN", "摘要版本 v1…vN"),
+    "summary_folded": ("folded in messages", "本步纳入消息"),
     "archive_state": ("State", "状态"),
     "archive": ("Archive now", "立即归档"),
     "forget_turns": ("Forget this session's turns…", "忘记本会话的对话…"),

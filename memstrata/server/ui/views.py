@@ -191,12 +191,15 @@ def sessions_page(handle: UserMemory) -> dict[str, Any]:
 
 
 def session_detail(handle: UserMemory, session_id: str) -> dict[str, Any]:
-    """A session: state (archive status, versions), the stored summary with the message
-    range it covers, and every message (tool calls and results included)."""
+    """A session: state (archive status, versions), the summary with the message range
+    it covers and its steps v1…vN newest first (each with the messages it folded in),
+    and every message (tool calls and results included)."""
     state = handle.session(session_id)
     if not state.exists:
         raise NotFoundError(f"no session {session_id!r} of this user")
     messages = [m.to_dict() for m in handle.messages(session_id)]
+    versions = handle.memory.store.summary_versions(handle.scope, session_id)
     return {"session": state.to_dict(), "messages": messages,
             "summary": state.summary.to_dict() if state.summary else None,
-            "summary_range": [0, state.message_range_end]}
+            "summary_range": [0, state.message_range_end],
+            "summary_versions": [v.to_dict() for v in reversed(versions)]}

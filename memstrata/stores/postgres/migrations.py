@@ -171,4 +171,12 @@ CREATE TABLE index_log (
     PRIMARY KEY (namespace, user_id, seq)
 )
 """),
+    ("0010_p11_summary_versions", """
+CREATE TABLE summary_versions (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    version INTEGER NOT NULL, range_start INTEGER NOT NULL, range_end INTEGER NOT NULL,
+    summary JSONB NOT NULL, at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (namespace, user_id, session_id, version)
+)
+"""),
 ]

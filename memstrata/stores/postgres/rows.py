@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import ConflictError
 from ...types import Filters, ItemVersion, MemoryItem, Message, Role, Scope, UsageRecord, new_id, utcnow
 from .. import policy
-from ..base import Job, ProfileVersion, SessionRecord
+from ..base import Job, ProfileVersion, SessionRecord, SummaryVersion
 from .connection import PostgresConnection, as_json
 
 __all__ = ["PostgresRows", "filter_sql"]
@@ -181,6 +181,24 @@ class PostgresRows(PostgresConnection):
                        "status != 'archived' AND updated_at < %s ORDER BY updated_at LIMIT %s",
                        (before, limit))
         return [(Scope(r["user_id"], r["namespace"]), r["session_id"]) for r in rows]
+
+    def summary_versions(self, scope: Scope, session_id: str) -> list[SummaryVersion]:
+        rows = self._x("SELECT * FROM summary_versions WHERE namespace=%s AND user_id=%s AND "
+                       "session_id=%s ORDER BY version", (scope.namespace, scope.user_id, session_id))
+        return [SummaryVersion(r["version"], r["range_start"], r["range_end"], r["summary"], r["at"])
+                for r in rows]
+
+    def add_summary_version(self, scope: Scope, session_id: str, version: SummaryVersion) -> None:
+        self._x("INSERT INTO summary_versions (namespace, user_id, session_id, version, range_start, "
+                "range_end, summary, at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (namespace, "
+                "user_id, session_id, version) DO UPDATE SET range_start=excluded.range_start, "
+                "range_end=excluded.range_end, summary=excluded.summary, at=excluded.at",
+                (scope.namespace, scope.user_id, session_id, version.version, version.range_start,
+                 version.range_end, as_json(dict(version.summary)), version.at))
+
+    def delete_summary_versions(self, scope: Scope, session_id: str) -> None:
+        self._x("DELETE FROM summary_versions WHERE namespace=%s AND user_id=%s AND session_id=%s",
+                (scope.namespace, scope.user_id, session_id))
 
     def restore_session(self, scope: Scope, session: SessionRecord,
                         messages: Sequence[Message]) -> None:
@@ -354,7 +372,7 @@ class PostgresRows(PostgresConnection):
 
     def _delete_user_rows(self, scope: Scope, *, messages: bool) -> None:
         key = (scope.namespace, scope.user_id)
-        tables = ("messages", "sessions") if messages else ()
+        tables = ("messages", "sessions", "summary_versions") if messages else ()
         for table in (*tables, "item_versions", "items", "jobs", "profile_versions", "llm_usage"):
             self._x(f"DELETE FROM {table} WHERE namespace=%s AND user_id=%s", key)
 

@@ -175,4 +175,12 @@ CREATE TABLE kb_recalls (
 );
 CREATE INDEX kb_recalls_chunk ON kb_recalls (namespace, kb_user_id, chunk_id)
 """),
+    ("0010_p11_summary_versions", """
+CREATE TABLE summary_versions (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    version INTEGER NOT NULL, range_start INTEGER NOT NULL, range_end INTEGER NOT NULL,
+    summary TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (namespace, user_id, session_id, version)
+)
+"""),
 ]

@@ -14,7 +14,7 @@ from ...errors import ConflictError
 from ...types import (Filters, ItemVersion, MemoryItem, Message, Role, Scope, UsageRecord, dumps,
                       from_timestamp, new_id, utcnow)
 from .. import policy
-from ..base import Job, ProfileVersion, SessionRecord, iter_chunks
+from ..base import Job, ProfileVersion, SessionRecord, SummaryVersion, iter_chunks
 from .connection import SQLiteConnection
 
 __all__ = ["SQLiteRows", "filter_clauses"]
@@ -183,6 +183,25 @@ class SQLiteRows(SQLiteConnection):
                 raise policy.session_conflict(scope, session_id, expected_version,
                                               record.version if record else 0)
         return record
+
+    def summary_versions(self, scope: Scope, session_id: str) -> list[SummaryVersion]:
+        rows = self._x("SELECT * FROM summary_versions WHERE namespace=? AND user_id=? AND "
+                       "session_id=? ORDER BY version", (scope.namespace, scope.user_id,
+                                                         session_id)).fetchall()
+        return [SummaryVersion(r["version"], r["range_start"], r["range_end"], json.loads(r["summary"]),
+                               _ts(r["at"])) for r in rows]
+
+    def add_summary_version(self, scope: Scope, session_id: str, version: SummaryVersion) -> None:
+        with self.transaction():
+            self._x("INSERT OR REPLACE INTO summary_versions (namespace, user_id, session_id, "
+                    "version, range_start, range_end, summary, at) VALUES (?,?,?,?,?,?,?,?)",
+                    (scope.namespace, scope.user_id, session_id, version.version, version.range_start,
+                     version.range_end, dumps(dict(version.summary)), version.at.timestamp()))
+
+    def delete_summary_versions(self, scope: Scope, session_id: str) -> None:
+        with self.transaction():
+            self._x("DELETE FROM summary_versions WHERE namespace=? AND user_id=? AND session_id=?",
+                    (scope.namespace, scope.user_id, session_id))
 
     def idle_sessions(self, before: datetime, limit: int = 100) -> list[tuple[Scope, str]]:
         rows = self._x("SELECT namespace, user_id, session_id FROM sessions WHERE "
@@ -372,6 +391,7 @@ class SQLiteRows(SQLiteConnection):
         if messages:
             self._x("DELETE FROM messages WHERE namespace=? AND user_id=?", key)
             self._x("DELETE FROM sessions WHERE namespace=? AND user_id=?", key)
+            self._x("DELETE FROM summary_versions WHERE namespace=? AND user_id=?", key)
         for table in ("item_versions", "items", "jobs", "profile_versions", "llm_usage"):
             self._x(f"DELETE FROM {table} WHERE namespace=? AND user_id=?", key)
 
