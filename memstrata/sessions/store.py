@@ -69,11 +69,21 @@ class StoreSessionStore(SessionStore):
             row = self.store.update_session(scope, session_id, expected_version,
                                             summary=dumps(summary.to_dict()),
                                             message_range_end=range_end)
-            if not summary.is_empty:  # the step's version, kept for the inspector's history
-                start = before.message_range_end if before is not None else 0
-                self.store.add_summary_version(scope, session_id, SummaryVersion(
-                    summary.version, min(start, range_end), range_end, summary.to_dict(), utcnow()))
+            self._keep_version(scope, session_id, summary, before, range_end)
             return self._state(scope, session_id, row)
+
+    def _keep_version(self, scope: Scope, session_id: str, summary: StructuredSummary,
+                      before: SessionRecord | None, range_end: int) -> None:
+        """Keep the step as version vN with the messages it folded in. A summary that
+        folds in no new message (rebuilt from scratch after forgetting) or is empty
+        replaces the history: the old steps quote turns that are gone."""
+        start = before.message_range_end if before is not None else 0
+        if summary.is_empty or range_end <= start:
+            self.store.delete_summary_versions(scope, session_id)
+            start = 0
+        if not summary.is_empty:
+            self.store.add_summary_version(scope, session_id, SummaryVersion(
+                summary.version, start, range_end, summary.to_dict(), utcnow()))
 
     def archive(self, scope: Scope, session_id: str) -> tuple[SessionState, list[Message]]:
         with self.store.transaction():

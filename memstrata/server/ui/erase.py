@@ -3,8 +3,8 @@ erasing — the same list, so what the confirmation showed is what goes.
 
 Two things can be forgotten: an item (optionally with the turns it was extracted from)
 and a session's turns (optionally with the items extracted from them). Whenever turns
-of a session go, that session's summary goes too — it was written from them — and is
-rebuilt from the turns that remain (at once offline; by the summary job with an LLM).
+of a session go, the forgetter rebuilds that session's summary from the turns that
+remain (it was written from them), and its stored steps v1…vN give way to the rebuilt one.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConflictError, NotFoundError, ValidationError
-from ...types import Scope, StructuredSummary
 from ...user import UserMemory
 from .views import ALL_STATUSES
 
@@ -121,23 +120,6 @@ def plan_session(handle: UserMemory, session_id: str, *, items: bool) -> Erasure
                    session_id=session_id, with_items=items)
 
 
-def _rebuild_summary(handle: UserMemory, scope: Scope, session_id: str) -> None:
-    m = handle.memory
-    sessions = m.session_manager.sessions
-    state = sessions.load(scope, session_id)
-    if state.summary is None or state.summary.is_empty:
-        return
-    sessions.save_summary(scope, session_id, StructuredSummary(max_chars=state.summary.max_chars),
-                          0, state.version)
-    m.store.delete_summary_versions(scope, session_id)  # v1…vN quoted the forgotten turns
-    if not sessions.messages(scope, session_id):
-        return
-    if m.llm is None:  # offline: cheap, rebuild now
-        m.session_manager.summarise(scope, session_id, force=True)
-    elif m.enqueue_summary(scope, session_id) is not None:
-        m.wake_worker()
-
-
 def erase(handle: UserMemory, plan: Erasure) -> dict[str, int]:
     """Erase what ``plan`` lists, in one transaction; returns the counts erased."""
     m = handle.memory
@@ -145,9 +127,8 @@ def erase(handle: UserMemory, plan: Erasure) -> dict[str, int]:
     with m.store.transaction():
         if plan.item_ids:
             m.forgetter.forget(scope, plan.item_ids, messages=False)
+        # the forgetter rebuilds the summaries of the sessions whose turns go
         turns = m.forgetter.forget_turns(scope, plan.turn_ids) if plan.turn_ids else 0
-        for summary in plan.summaries:
-            _rebuild_summary(handle, scope, summary["session_id"])
     return {"items": len(plan.item_ids), "turns": turns, "summaries": len(plan.summaries)}
 
 
