@@ -188,6 +188,8 @@ def test_shared_and_private_scopes_and_filters(memory) -> None:
         memory.kb.add_text("x", doc_id="y", format="docx")
     with pytest.raises(NotFoundError):
         memory.kb.add("/no/such/folder")
+    with pytest.raises(ValidationError, match="doc_id"):  # an empty id is not "no id"
+        memory.kb.add(__file__, doc_id="")
 
 
 def test_a_hit_cut_mid_paragraph_comes_with_its_neighbour(memory) -> None:

@@ -105,7 +105,7 @@ class Knowledge:
                                       "relative path as id")
             named = [(f, f.relative_to(root).as_posix()) for f in files]
         elif root.is_file():
-            named = [(root, doc_id or root.name)]
+            named = [(root, root.name if doc_id is None else doc_id)]
         else:
             raise NotFoundError(f"no file or folder {str(path)!r}")
         if not named:
