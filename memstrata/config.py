@@ -201,6 +201,13 @@ SETTINGS: tuple[Setting, ...] = (
             "How long compact() waits for readers of other connections to leave old "
             "snapshots before it reports that the SQLite -wal still holds deleted bytes",
             low=0.0, high=3600.0),
+    Setting("max_query_parts", 4, int,
+            "Questions of a compound query searched one by one (\"X? Also, Y?\"); the rest "
+            "are searched together with the last", low=1, high=64),
+    Setting("max_query_chars", 1000, int,
+            "Characters of a query (or of the user message context() recalls for) that "
+            "retrieval reads; a longer one is cut, so its cost stays bounded", low=50,
+            high=200_000),
 )
 
 
@@ -272,6 +279,8 @@ class Settings:
     kb_stale_weight: float = 0.8
     kb_used_overlap: float = 0.3
     compact_wait_s: float = 10.0
+    max_query_parts: int = 4
+    max_query_chars: int = 1000
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

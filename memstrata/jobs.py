@@ -2,7 +2,12 @@
 
 Jobs live in the store (``jobs`` table), so a crash or a restart loses none: a job is
 ``pending`` until a worker claims it for a lease; a worker that dies leaves it
-``running`` with an expired lease, and the next claim takes it again. A handler applies
+``running``, and the next claim takes it again — at once when the holder was a process
+on this host that is gone (its name carries host and pid), otherwise once its lease
+expired; a live worker renews its lease while a job runs (a heartbeat every third of
+the lease), so a long job is never taken from it. Attempts are counted when a job is
+claimed, so a job whose worker is killed each time still fails after ``max_attempts``.
+A handler applies
 a job's writes and calls :meth:`~memstrata.stores.base.Store.finish_job` in **one**
 transaction, so its effects commit exactly once: if the lease expired and another
 worker took the job meanwhile, ``finish_job`` raises and the stale work rolls back.
@@ -23,7 +28,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from .errors import ConflictError, JobError
+from .errors import ConflictError, JobError, MemstrataError
 from .stores.base import Job, JobQueue
 from .stores.policy import UNFINISHED
 
@@ -34,6 +39,24 @@ log = logging.getLogger("memstrata.jobs")
 #: A job handler: applies the job and calls ``store.finish_job(job)`` in the same
 #: transaction as its writes.
 Handler = Callable[[Job], None]
+
+
+_MAX_BACKOFF_S = 30.0
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this host is running (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 class Worker:
@@ -53,13 +76,39 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
+    def dead_workers(self) -> list[str]:
+        """Holders of running jobs that were processes on this host and are gone."""
+        host = socket.gethostname()
+        dead = []
+        for job in self.store.list_jobs(statuses=("running",), limit=1000):
+            name = job.worker or ""
+            parts = name.rsplit(":", 2)
+            if name == self.name or len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+                continue
+            if not _alive(int(parts[1])):
+                dead.append(name)
+        return sorted(set(dead))
+
+    def _heartbeat(self, job: Job, done: threading.Event) -> None:
+        while not done.wait(self.lease_s / 3):
+            try:
+                if not self.store.renew_job(job, self.lease_s):
+                    return  # taken back: finish_job will say so
+            except MemstrataError as exc:  # the store is failing: the handler will notice
+                log.warning("job %s: renewing the lease failed: %s", job.id, exc)
+
     def run_once(self) -> Job | None:
         """Claim and run one job; the job (or None when nothing was runnable)."""
-        job = self.store.claim_job(self.name, self.lease_s)
+        job = self.store.claim_job(self.name, self.lease_s, max_attempts=self.max_attempts,
+                                   dead_workers=self.dead_workers())
         if job is None:
             return None
         handler = self.handlers.get(job.kind)
         started = time.monotonic()
+        done = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(job, done), daemon=True,
+                                name=f"memstrata-lease-{job.id}")
+        beat.start()
         try:
             if handler is None:
                 raise JobError(f"no handler for job kind {job.kind!r} (written by a newer "
@@ -77,6 +126,8 @@ class Worker:
                 self.store.finish_job(job, error=error, max_attempts=self.max_attempts)
             except ConflictError as again:
                 log.warning("job %s: %s", job.id, again)
+        finally:
+            done.set()
         return job
 
     def run(self, *, until_idle: bool = False, stop: threading.Event | None = None) -> int:
@@ -110,12 +161,21 @@ class Worker:
             self._thread.start()
 
     def _loop(self) -> None:
+        failures = 0
         while not self._stop.is_set():
             try:
                 self.run()
-            except Exception:  # the store failed (e.g. locked); back off and go on
-                log.exception("worker %s: claiming jobs failed; retrying", self.name)
-                self._stop.wait(self.poll_s)
+                failures = 0
+            except Exception as exc:  # the store failed (locked, disk full): back off
+                failures += 1
+                delay = min(self.poll_s * 2 ** failures, _MAX_BACKOFF_S)
+                if failures == 1:
+                    log.exception("worker %s: claiming jobs failed; retrying in %.1fs",
+                                  self.name, delay)
+                elif failures & (failures - 1) == 0:  # 2, 4, 8, …: one line, no traceback
+                    log.warning("worker %s: still failing after %d tries (%s: %s); next try "
+                                "in %.0fs", self.name, failures, type(exc).__name__, exc, delay)
+                self._stop.wait(delay)
 
     def wake(self) -> None:
         """Tell the worker a job is waiting (it also polls every ``poll_s``)."""

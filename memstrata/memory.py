@@ -218,16 +218,22 @@ class Memory:
     def flush(self, timeout: float | None = None) -> None:
         """Block until every background job enqueued before this call is finished
         (including jobs a previous process left behind). Raises JobError when one of
-        them failed since the last flush, or after ``timeout`` seconds."""
+        them ended failed (after its last attempt) since the last flush — not for an
+        attempt that a retry then finished — or after ``timeout`` seconds."""
         if self.settings.worker == "thread" and self.store.list_jobs(statuses=UNFINISHED, limit=1):
             self.worker.start()
         wait_for(self.store, created_before=utcnow(), timeout=timeout, worker=self.worker,
                  inline=self.settings.worker != "thread")
         failures, self.worker.failures = self.worker.failures, []
-        if failures:
-            job, error = failures[-1]
-            raise JobError(f"{len(failures)} background job attempt(s) failed; last: {job.kind} "
-                           f"job {job.id} of user {job.user_id!r}: {error} (see memory.jobs())")
+        final: dict[str, tuple[Job, str]] = {}
+        for scope in dict.fromkeys(job.scope for job, _ in failures):
+            failed = {j.id for j in self.store.list_jobs(scope, statuses=("failed",))}
+            final.update({j.id: (j, e) for j, e in failures if j.id in failed})
+        if final:
+            job, error = list(final.values())[-1]
+            raise JobError(f"{len(final)} background job(s) failed after every attempt; last: "
+                           f"{job.kind} job {job.id} of user {job.user_id!r}: {error} "
+                           "(see memory.jobs())")
 
     wait = flush
 

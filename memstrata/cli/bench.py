@@ -22,7 +22,8 @@ def _ks(value: str) -> list[int]:
 
 @click.group()
 def bench() -> None:
-    """Benchmarks: retrieval recall on LoCoMo and MemDaily, the knowledge base, search latency."""
+    """Benchmarks: retrieval recall on LoCoMo and MemDaily, the knowledge base, search latency,
+    hostile inputs."""
 
 
 def _common(func):
@@ -253,3 +254,29 @@ def serve(clients, requests, users, items, embedder, compare_postgres, redis, js
     click.echo(render(report))
     write_json(report, json_out)
 
+
+
+@bench.command()
+@click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--chars", default=100_000, show_default=True, help="Length of the hostile query "
+              "and of the Chinese message.")
+@click.option("--tool-bytes", default=1_000_000, show_default=True,
+              help="Size of the hostile tool result.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the report as JSON to this file.")
+@handle_errors
+def hostile(embedder, chars, tool_bytes, json_out) -> None:
+    """CPU of hostile inputs (a 100k-character compound query, a 100k-character Chinese
+    message, a 1 MB tool result) beside ordinary ones, caller and worker apart."""
+    from ..bench.hostile import run_hostile
+
+    report = run_hostile(embedder=embedder, chars=chars, tool_bytes=tool_bytes)
+    click.echo(f"hostile inputs ({report['chars']:,} chars, {report['tool_bytes']:,} byte tool "
+               f"result; embedder {report['embedder']}; jobs inline):")
+    click.echo("| step | baseline CPU s | hostile CPU s | hostile wall s |")
+    click.echo("|---|---|---|---|")
+    for step, row in report["cases"].items():
+        click.echo(f"| {step} | {row['baseline']['cpu_s']:.3f} | {row['hostile']['cpu_s']:.3f} | "
+                   f"{row['hostile']['wall_s']:.3f} |")
+    click.echo(f"worst hostile step: {report['worst_hostile_cpu_s']:.3f} s CPU")
+    write_json(report, json_out)

@@ -160,7 +160,14 @@ class Retriever:
         limit = max(self.settings.candidates, k)
         expansion = self.settings.expansion_weight if expansion is None else expansion
         split = self.settings.split_questions if split is None else split
+        # bounded work whatever the caller sends: the query is cut, and the questions
+        # past the cap are searched as one (cost grows with the number of parts)
+        query = query[:self.settings.max_query_chars]
+        recent = [r[-self.settings.max_query_chars:] for r in recent]
         questions = split_question(query) if split else [query]
+        cap = self.settings.max_query_parts
+        if len(questions) > cap:
+            questions = [*questions[:cap - 1], " ".join(questions[cap - 1:])]
         vectors: list[np.ndarray | None] = [query_vector]
         if len(questions) > 1:
             vectors = [None] * len(questions)

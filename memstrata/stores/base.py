@@ -458,10 +458,19 @@ class JobQueue(Protocol):
         """Persist a pending job (inside the caller's transaction, if any)."""
 
     @abstractmethod
-    def claim_job(self, worker: str, lease_s: float, *, now: datetime | None = None) -> Job | None:
+    def claim_job(self, worker: str, lease_s: float, *, now: datetime | None = None,
+                  max_attempts: int | None = None,
+                  dead_workers: Sequence[str] = ()) -> Job | None:
         """Claim the oldest runnable job: the head of some user's queue that is pending,
-        or running with an expired lease. Sets status running, ``worker``, the lease and
-        attempts + 1. None when nothing is runnable."""
+        or running with an expired lease or a holder in ``dead_workers``. Sets status
+        running, ``worker``, the lease and attempts + 1 (durably, before the handler
+        runs). A running job taken back from a dead holder after ``max_attempts``
+        attempts is marked failed instead. None when nothing is runnable."""
+
+    @abstractmethod
+    def renew_job(self, job: Job, lease_s: float) -> bool:
+        """Extend the lease of a job ``job.worker`` still holds (the worker's heartbeat);
+        False when it no longer holds it."""
 
     @abstractmethod
     def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..types import Filters, MemoryItem, Scope, Status
 
-__all__ = ["unstorable", "JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
+__all__ = ["unstorable", "abandoned",
+           "JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
            "check_owner", "session_conflict", "message_id_taken", "visible_by_default",
            "default_mask", "SESSION_STATUSES"]
 
@@ -28,6 +29,12 @@ def job_outcome(attempts: int, max_attempts: int, error: str | None) -> str:
     if error is None:
         return "done"
     return "failed" if attempts >= max_attempts else "pending"
+
+
+def abandoned(attempts: int, worker: str | None) -> str:
+    """The error recorded on a job whose holder died during its last allowed attempt."""
+    return (f"the worker {worker!r} running attempt {attempts} stopped (killed, or its "
+            "lease expired) and no attempt is left; see the worker's log, then re-queue the work")
 
 
 def not_claimed(job_id: str, worker: str | None) -> ConflictError:

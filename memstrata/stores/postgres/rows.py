@@ -302,21 +302,45 @@ class PostgresRows(PostgresConnection):
                                                   as_json(dict(payload)), now, now))
         return job
 
-    def claim_job(self, worker: str, lease_s: float, *, now: datetime | None = None) -> Job | None:
+    def claim_job(self, worker: str, lease_s: float, *, now: datetime | None = None,
+                  max_attempts: int | None = None,
+                  dead_workers: Sequence[str] = ()) -> Job | None:
         at = now or utcnow()
         with self.transaction():
             # one claimer at a time: the head-of-queue test below is not safe under
             # SKIP LOCKED alone (two workers could take two jobs of one user)
             self._x("SELECT pg_advisory_xact_lock(%s)", (_LOCK_JOBS,))
-            rows = self._x(
-                "UPDATE jobs SET status='running', worker=%(w)s, lease_until=%(lease)s, "
-                "attempts=attempts+1, updated_at=%(at)s WHERE (namespace, user_id, id) = "
-                "(SELECT j.namespace, j.user_id, j.id FROM jobs j WHERE (j.status='pending' OR "
-                "(j.status='running' AND j.lease_until < %(at)s)) AND NOT EXISTS (SELECT 1 FROM "
-                "jobs o WHERE o.namespace=j.namespace AND o.user_id=j.user_id AND o.status IN "
-                "('pending','running') AND o.seq < j.seq) ORDER BY j.seq LIMIT 1) RETURNING *",
-                {"w": worker, "at": at, "lease": at + timedelta(seconds=lease_s)})
-        return _job(rows[0]) if rows else None
+            while True:
+                rows = self._x(
+                    "SELECT j.namespace, j.user_id, j.id, j.status, j.attempts, j.worker FROM jobs j "
+                    "WHERE (j.status='pending' OR (j.status='running' AND (j.lease_until < %(at)s "
+                    "OR j.worker = ANY(%(dead)s)))) AND NOT EXISTS (SELECT 1 FROM jobs o WHERE "
+                    "o.namespace=j.namespace AND o.user_id=j.user_id AND o.status IN "
+                    "('pending','running') AND o.seq < j.seq) ORDER BY j.seq LIMIT 1",
+                    {"at": at, "dead": list(dead_workers)})
+                if not rows:
+                    return None
+                row = rows[0]
+                key = {"ns": row["namespace"], "u": row["user_id"], "id": row["id"]}
+                if row["status"] == "running" and max_attempts is not None \
+                        and row["attempts"] >= max_attempts:
+                    self._x("UPDATE jobs SET status='failed', last_error=%(e)s, lease_until=NULL, "
+                            "updated_at=%(at)s WHERE namespace=%(ns)s AND user_id=%(u)s AND id=%(id)s",
+                            {**key, "at": at, "e": policy.abandoned(row["attempts"], row["worker"])})
+                    continue
+                claimed = self._x(
+                    "UPDATE jobs SET status='running', worker=%(w)s, lease_until=%(lease)s, "
+                    "attempts=attempts+1, updated_at=%(at)s WHERE namespace=%(ns)s AND "
+                    "user_id=%(u)s AND id=%(id)s RETURNING *",
+                    {**key, "w": worker, "at": at, "lease": at + timedelta(seconds=lease_s)})
+                return _job(claimed[0])
+
+    def renew_job(self, job: Job, lease_s: float) -> bool:
+        rows = self._x("UPDATE jobs SET lease_until=%s WHERE namespace=%s AND user_id=%s AND id=%s "
+                       "AND status='running' AND worker=%s RETURNING id",
+                       (utcnow() + timedelta(seconds=lease_s), job.namespace, job.user_id, job.id,
+                        job.worker))
+        return bool(rows)
 
     def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3,
                    result: Mapping[str, Any] | None = None) -> None:

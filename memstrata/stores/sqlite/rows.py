@@ -313,25 +313,45 @@ class SQLiteRows(SQLiteConnection):
                      now.timestamp(), now.timestamp()))
         return job
 
-    def claim_job(self, worker: str, lease_s: float, *, now: datetime | None = None) -> Job | None:
+    def claim_job(self, worker: str, lease_s: float, *, now: datetime | None = None,
+                  max_attempts: int | None = None,
+                  dead_workers: Sequence[str] = ()) -> Job | None:
         at = (now or utcnow()).timestamp()
+        dead = list(dead_workers)
+        held = "j.lease_until < ?" + (f" OR j.worker IN ({','.join('?' * len(dead))})" if dead else "")
         with self.transaction():
-            # only the head of each user's queue is runnable: one job per user at a time
-            row = self._x(
-                "SELECT * FROM jobs j WHERE (j.status='pending' OR (j.status='running' AND "
-                "j.lease_until < ?)) AND NOT EXISTS (SELECT 1 FROM jobs o WHERE "
-                "o.namespace=j.namespace AND o.user_id=j.user_id AND o.status IN "
-                "('pending','running') AND o.seq < j.seq) ORDER BY j.seq LIMIT 1", (at,)).fetchone()
-            if row is None:
-                return None
-            key = (row["namespace"], row["user_id"], row["id"])
-            self._x("UPDATE jobs SET status='running', worker=?, lease_until=?, "
-                    "attempts=attempts+1, updated_at=? WHERE namespace=? AND user_id=? AND id=?",
-                    (worker, at + lease_s, at, *key))
-            row = self._x("SELECT * FROM jobs WHERE namespace=? AND user_id=? AND id=?",
-                          key).fetchone()
-        assert row is not None
-        return _job_from_row(row)
+            while True:
+                # only the head of each user's queue is runnable: one job per user at a time
+                row = self._x(
+                    f"SELECT * FROM jobs j WHERE (j.status='pending' OR (j.status='running' AND "
+                    f"({held}))) AND NOT EXISTS (SELECT 1 FROM jobs o WHERE "
+                    "o.namespace=j.namespace AND o.user_id=j.user_id AND o.status IN "
+                    "('pending','running') AND o.seq < j.seq) ORDER BY j.seq LIMIT 1",
+                    (at, *dead)).fetchone()
+                if row is None:
+                    return None
+                key = (row["namespace"], row["user_id"], row["id"])
+                if row["status"] == "running" and max_attempts is not None \
+                        and row["attempts"] >= max_attempts:
+                    self._x("UPDATE jobs SET status='failed', last_error=?, lease_until=NULL, "
+                            "updated_at=? WHERE namespace=? AND user_id=? AND id=?",
+                            (policy.abandoned(row["attempts"], row["worker"]), at, *key))
+                    continue
+                self._x("UPDATE jobs SET status='running', worker=?, lease_until=?, "
+                        "attempts=attempts+1, updated_at=? WHERE namespace=? AND user_id=? AND id=?",
+                        (worker, at + lease_s, at, *key))
+                claimed = self._x("SELECT * FROM jobs WHERE namespace=? AND user_id=? AND id=?",
+                                  key).fetchone()
+                assert claimed is not None
+                return _job_from_row(claimed)
+
+    def renew_job(self, job: Job, lease_s: float) -> bool:
+        with self.transaction():
+            cur = self._x("UPDATE jobs SET lease_until=? WHERE namespace=? AND user_id=? AND id=? "
+                          "AND status='running' AND worker=?",
+                          (utcnow().timestamp() + lease_s, job.namespace, job.user_id, job.id,
+                           job.worker))
+        return cur.rowcount > 0
 
     def finish_job(self, job: Job, *, error: str | None = None, max_attempts: int = 3,
                    result: Mapping[str, Any] | None = None) -> None:
