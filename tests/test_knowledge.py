@@ -246,6 +246,8 @@ def test_kb_cli_add_list_search_stale_remove(tmp_path, folder, monkeypatch) -> N
     out = run("kb", "search", "退货运费谁承担", "-k", "1")
     assert "退货政策 › 运费" in out.output and "doc=zh/returns.md" in out.output
     assert "router.md" in run("kb", "search", "--documents", "reset router").output
+    # the label names the headings; the text after it does not repeat them
+    assert "[Router guide › Reset] Hold the reset button" in run("kb", "search", "reset button").output
     assert run("kb", "stale").output.strip() == "no stale chunks"
     out = run("kb", "add", str(folder), "--private")
     assert out.exit_code == 2 and "--user" in out.output

@@ -140,7 +140,7 @@ def kb_search(store, embedder, agent_id, user_id, k, tags, sources, documents, m
         click.echo("no hits")
     for rank, hit in enumerate(hits, 1):
         p = hit.parts
-        click.echo(f"{rank:>2}. {hit.score:.3f}  [{hit.label}] {' '.join(hit.text.split())[:160]}")
+        click.echo(f"{rank:>2}. {hit.score:.3f}  [{hit.label}] {' '.join(hit.content.split())[:160]}")
         click.echo(f"      doc={hit.doc_id} chunk={hit.id} dense_rank={p.dense_rank} "
                    f"bm25_rank={p.lexical_rank}{' stale' if hit.stale else ''}"
                    f"{' +' + str(len(hit.expanded)) + ' neighbour(s)' if hit.expanded else ''}")
