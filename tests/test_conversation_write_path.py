@@ -60,6 +60,51 @@ def test_a_stated_tool_without_my_is_superseded_by_the_switch(memory: Memory) ->
     assert one(memory, "zh-tool", attribute="job").value == "前端"
 
 
+# -- Build 1: every predicate family, in both languages ------------------------------------
+
+@pytest.mark.parametrize("said, attribute, value", [
+    ("My name is Lin", "name", "Lin"), ("我叫林小雨", "name", "林小雨"),
+    ("I moved to Boston last year", "city", "Boston"), ("我搬到了杭州", "city", "杭州"),
+    ("I work as a nurse", "job", "nurse"), ("我是一名护士", "job", "护士"),
+    ("I have a dog named Max", "family", "a dog named Max"), ("我有一只猫", "family", "一只猫"),
+    ("I'm a vegetarian", "diet", "vegetarian"), ("我对海鲜过敏", "allergies", "海鲜"),
+    ("I hate horror movies", "likes", "horror movies"), ("我喜欢爬山", "likes", "爬山"),
+    ("I'm good at Python", "skills", "Python"), ("我最近在学吉他", "learning", "吉他"),
+    ("我每天早上跑步", "habits", "每天早上跑步"),
+    ("I'm planning to visit Japan next month", "plans", "visit Japan next month"),
+    ("Remind me to call mom tomorrow", "todo", "call mom tomorrow"),
+])
+def test_each_predicate_family_in_both_languages(memory: Memory, said, attribute, value) -> None:
+    user = f"family-{abs(hash(said))}"
+    say(memory, user, said)
+    item = one(memory, user, attribute=attribute)
+    assert item.value == value and item.subject == "user" and item.status is Status.ACTIVE
+    assert [v.op for v in memory.user(user).history(item.id)] == ["create"]
+
+
+# -- Build 1, 3: negation, change and cessation markers end the slot they name ------------
+
+@pytest.mark.parametrize("before, after, attribute, old, new", [
+    ("I like jazz", "I no longer like jazz", "likes", "jazz", "jazz"),
+    ("我喜欢爵士乐", "我不再喜欢爵士乐", "likes", "爵士乐", "爵士乐"),
+    ("我爱喝咖啡", "我基本不喝咖啡了", "food", "咖啡", "咖啡"),
+    ("我平时用Java", "我改用Go了", "language", "Java", "Go"),
+    ("I use Java at work", "I switched to Kotlin", "language", "Java", "Kotlin"),
+    ("我爱吃牛排", "医生让我以后别吃牛排了", "food", "牛排", "牛排"),
+])
+def test_change_and_cessation_markers_supersede_with_history(memory: Memory, before, after,
+                                                             attribute, old, new) -> None:
+    user = f"stop-{abs(hash(after))}"
+    say(memory, user, before, after)
+    items = every(memory, user)
+    was = next(i for i in items if i.value == old and i.status is Status.SUPERSEDED)
+    now = next(i for i in items if i.value == new and i.status is Status.ACTIVE)
+    assert now.attribute == attribute and now.supersedes == was.id and now.version == 2
+    assert [v.op for v in memory.user(user).history(was.id)] == ["create", "supersede"]
+    if old == new:  # a cessation: the active item says it stopped
+        assert now.metadata["polarity"] is False
+
+
 # -- Why 2 / Build 3: cessation said through someone else's advice -------------------------
 
 def test_advice_ends_the_liking_it_covers(memory: Memory) -> None:
@@ -119,6 +164,21 @@ def test_other_people_keep_their_subject_are_searchable_and_in_the_profile(memor
     assert any(line.startswith("上司: ") for line in profile.people)
     assert "People in the user's life" in lin.context(messages=[{"role": "user", "content": "hi"}]
                                                        ).messages[0]["content"]
+
+
+def test_a_named_friend_and_a_resumptive_pronoun_keep_their_subject(memory: Memory) -> None:
+    say(memory, "friend", "My friend Tom lives in Boston. He is allergic to nuts.",
+        "我的上司，他老家是重庆的。", "我的朋友小王住在成都")
+    assert {(i.subject, i.attribute, i.value) for i in every(memory, "friend")} == {
+        ("Tom", "city", "Boston"), ("Tom", "allergies", "nuts"), ("上司", "hometown", "重庆"),
+        ("小王", "city", "成都")}
+    tom = one(memory, "friend", subject="Tom", attribute="allergies")
+    assert tom.content == "User's friend Tom is allergic to nuts"
+    lin = memory.user("friend")
+    profile = lin.profile()
+    assert not any("nuts" in line or "Boston" in line for line in profile.current)
+    assert any(line.startswith("Tom: ") and "nuts" in line for line in profile.people)
+    assert type(profile).from_dict(profile.to_dict()) == profile  # people survive the round trip
 
 
 # -- Why 5 / Build 3: a stated completion marks the todo done, undoably --------------------

@@ -91,8 +91,10 @@ _VERB_START_EN = re.compile(
     r"love|loved|have|had|finally|recently|currently|still|really|also|off to|can't wait|"
     r"looking forward)\b", re.I)
 
+#: characters a name after a relation never starts with ("我的上司就只有…", "我同事也在…")
+_NOT_NAME_START_ZH = "[就也都还今在是很最又刚已现每一不没经会要想能对把被给和跟说让去来住喜有的了]"
 _MY_REL_ZH = re.compile(r"^我(?:的)?(?P<rel>" + _REL_ZH + r")"
-                        r"(?P<name>[\u4e00-\u9fff]{2,3}(?=[，,是在今喜有住])"
+                        r"(?P<name>(?!" + _NOT_NAME_START_ZH + r")[\u4e00-\u9fff]{2,3}?(?=[，,是在今喜有住])"
                         r"|[A-Z][a-z]+)?(?P<rest>.*)$")
 _NAME_IS_REL_ZH = re.compile(r"^(?P<name>[\u4e00-\u9fff]{2,4}|[A-Z][a-z]+)是我的?(?P<rel>" + _REL_ZH + r")"
                              r"(?P<rest>.*)$")
@@ -187,14 +189,21 @@ def _en_clause(text: str, people: People) -> Clause:
             rest = "I " + rest if not rest.lower().startswith(("that", "no ")) else rest
         return Clause(text, rest, lang="en", advice=m.group("who").lower())
     m = _MY_REL_EN.match(core)
+    if m and not m.group("rest").strip(" ,."):  # "my boss, he is from Ohio": who "he" is
+        rel = _PLURAL_EN.get(m.group("rel").casefold(), m.group("rel").casefold())
+        people.note(rel, rel)
+        return Clause(text, "", rel, rel, m.group("name"), "en")
     if m and m.group("rest").strip():
         rel = m.group("rel").casefold()
         rel = _PLURAL_EN.get(rel, rel)
         name = m.group("name")
-        people.note(rel, rel)
+        people.note(name or rel, rel)  # "my friend Tom": Tom, the user's friend
         if name:
             people.names[name] = rel
-        return Clause(text, "I " + _third_to_first_en(m.group("rest").strip()), rel, rel, name, "en")
+        # "my boss, he is from Ohio": the resumptive pronoun is the relation itself
+        rest = re.sub(r"(?i)^\s*(?:he|she)(?='s\b|’s\b|\s)", "", m.group("rest")).strip()
+        rest = "is" + rest[2:] if rest[:2] in ("'s", "’s") else rest
+        return Clause(text, "I " + _third_to_first_en(rest), name or rel, rel, name, "en")
     m = _PRONOUN_EN.match(core)
     if m:
         who = people.resolve(m.group("p"))
@@ -239,6 +248,9 @@ def _zh_clause(text: str, people: People, first: bool) -> Clause:
         rest = m.group("rest").strip("，, ")
         return Clause(text, "我是用户的" + rel + (("，" + rest) if rest else ""), name, rel, name, "zh")
     m = _MY_REL_ZH.match(core)
+    if m and not m.group("rest").strip(" ，,。"):  # "我的上司，他老家是重庆的": who "他" is
+        people.note(m.group("name") or m.group("rel"), m.group("rel"))
+        return Clause(text, "", m.group("name") or m.group("rel"), m.group("rel"), m.group("name"), "zh")
     if m and m.group("rest").strip():
         rel, name = m.group("rel"), m.group("name")
         rest = re.sub(r"^[他她它]", "", m.group("rest").lstrip("，, "))

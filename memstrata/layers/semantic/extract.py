@@ -355,7 +355,8 @@ _ROLES = {"engineer", "developer", "programmer", "teacher", "student", "nurse", 
           "retiree", "undergrad", "phd", "sde", "swe", "devops", "sre", "lead", "owner"}
 _NOT_ROLES = {"better", "other", "over", "ever", "never", "under", "after", "user", "fan",
               "member", "person", "guy", "lot", "bit", "part", "believer", "sucker", "winner",
-              "loser", "beginner", "together", "moment", "event", "student's"}
+              "loser", "beginner", "together", "moment", "event", "student's",
+              "vegetarian", "pescatarian", "vegan", "diabetic", "asthmatic"}  # the diet/health families
 _PRONOUN_START = re.compile(
     r"^(?:you|it|that|this|them|him|her|those|these|what|how|when|where|which|who|the way|"
     r"seeing|hearing|your|his|their|our|its|there|here|so|such|a lot|to hear|to see)\b", re.I)
@@ -651,7 +652,7 @@ _ZH_ROLES = (r"(?:工程师|程序员|开发者?|开发人员|老师|教师|学�
 _ZADV = (r"(?:也|很|非常|特别|超|挺|最|比较|一直|周末|平时|一般|通常|经常|总是|每天|晚上|早上|现在|目前|最近|"
          r"其实|还|都|真的|基本上?|向来|从小|一向|尤其|蛮|更|还是|特|老|就)*")
 _ZH = [
-    _r("zh.name", r"我(?:叫|的名字(?:是|叫))(?P<v>[^，,。！？!?\s]{1,6}?)(?=[，,。！？!?\s]|$|，)", F,
+    _r("zh.name", r"我(?:叫|名叫|的?名字(?:是|叫))(?P<v>[^，,。！？!?\s]{1,6}?)(?=[，,。！？!?\s]|$|，)", F,
        "name", zh="用户名叫{v}", importance=0.95, check=_zh_ok),
     _r("zh.call_me", r"叫我(?P<v>[^，,。！？!?\s]{1,6}?)(?:就行|就好|吧)?(?=[，,。！？!?\s]|$)", F,
        "name", zh="用户名叫{v}", importance=0.95, check=_zh_ok),

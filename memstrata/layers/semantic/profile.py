@@ -54,7 +54,8 @@ class Profile:
     def from_dict(cls, data: Mapping[str, Any]) -> "Profile":
         return cls(data.get("name"), data.get("role"), tuple(data.get("goals") or ()),
                    tuple(data.get("current") or ()), tuple(data.get("preferences") or ()),
-                   data.get("language"), tuple(data.get("sources") or ()))
+                   data.get("language"), people=tuple(data.get("people") or ()),
+                   sources=tuple(data.get("sources") or ()))
 
 
 _ROLE_ATTRS = ("job", "employer")
