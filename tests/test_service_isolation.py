@@ -303,9 +303,20 @@ def test_audit_records_every_mutation_with_its_key(world):
     with world.live.client(world.keys[("acme", "read-only")]) as c:
         rows = c.get("/v1/audit", params={"key_id": key_id}).json()["data"]
     assert [(r["action"], r["status"], r["user_id"], r["target"]) for r in rows] == [
-        ("items.update", 412, "max", item["id"]), ("items.remember", 201, "max", None)]
+        ("items.update", 412, "max", item["id"]), ("items.remember", 201, "max", item["id"])]
     assert all(r["role"] == "app" and r["tenant"] == "acme" and r["request_id"] for r in rows)
+    with world.live.client(world.keys[("acme", "admin")]) as c:  # what was made or removed, by id
+        made = c.post("/v1/keys", json={"role": "read-only"}).json()["key"]["id"]
+        c.post("/v1/kb/documents", json={"doc_id": "audited.md", "content": "An audited guide."})
+        c.delete("/v1/kb/documents/audited.md")
+        c.post("/v1/users/max/messages", json={"messages": [{"role": "user", "content": "hi"}],
+                                               "session_id": "audited"})
+        rows = c.get("/v1/audit", params={"key_id": world.keys[("acme", "admin")].split("_")[1]}).json()["data"]
+    assert [(r["action"], r["target"]) for r in rows[:4]] == [
+        ("messages.add", "audited"), ("kb.remove", "audited.md"), ("kb.add", "audited.md"),
+        ("keys.create", made)]
     with world.live.client(world.keys[("acme", "end-user")]) as c:  # an end-user sees its own
+        c.post("/v1/users/lin/items", json={"content": "audited for lin"})
         mine = c.get("/v1/audit").json()["data"]
         assert mine and all(r["user_id"] == "lin" for r in mine)
         assert c.get("/v1/audit", params={"user_id": "max"}).status_code == 403

@@ -39,11 +39,16 @@ def worker(store, embedder, until_idle, lease_s, poll_s) -> None:
     again once its lease expires. Run as many workers as you like; jobs of one user
     run one at a time.
     """
+    from ..stores import safe_url
+
     memory = _open(store, embedder, **({"job_lease_s": lease_s} if lease_s else {}))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     memory.worker.poll_s = poll_s
+    click.echo(f"memstrata worker {memory.worker.name}: running the jobs of {safe_url(memory.store.url)} "
+               f"{'until none is left' if until_idle else 'until stopped (SIGTERM or Ctrl-C)'}",
+               err=True)
     try:
         ran = memory.worker.run(until_idle=until_idle, stop=stop)
     finally:

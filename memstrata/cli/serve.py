@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import signal
@@ -10,6 +11,8 @@ import sys
 
 import click
 
+from ..errors import ConfigError
+from ..stores import safe_url
 from .main_helpers import handle_errors
 
 __all__ = ["serve", "keys", "mcp"]
@@ -37,6 +40,21 @@ def _logging(log_format: str, verbose: bool) -> None:
     root.propagate = False
     root.setLevel(logging.INFO if verbose or log_format == "json" else logging.WARNING)
     logging.getLogger("memstrata.access").setLevel(logging.INFO)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # accepted sockets inherit it: without, Nagle + delayed ACK add 40 ms to a response
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        hint = ("another process listens there: stop it, or pass another --port (0: any free one)"
+                if exc.errno == errno.EADDRINUSE else "check --host (an address of this machine)")
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; {hint}") from exc
+    return sock
 
 
 @click.command()
@@ -74,20 +92,20 @@ def serve(config_path, host, port, store, embedder, worker, upstream, rate_limit
     settings = ServerSettings.load(config_path, host=host, port=port, upstream=upstream,
                                    rate_limit=rate_limit, log_format=log_format)
     _logging(settings.log_format, verbose)
+    sock = _bind(settings.host, settings.port)  # before the store and models load: fails fast
     memory_settings = {k: v for k, v in (("store", store), ("embedder", embedder),
                                          ("worker", worker)) if v is not None}
-    app = create_app(settings=settings, config=config_path, **memory_settings)
-    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # accepted sockets inherit it: without, Nagle + delayed ACK add 40 ms to a response
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((settings.host, settings.port))
+    try:
+        app = create_app(settings=settings, config=config_path, **memory_settings)
+    except BaseException:
+        sock.close()
+        raise
     bound = sock.getsockname()[1]
     sock.listen(2048)  # callers that read the line below may connect at once: they queue
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=max(1, int(settings.drain_s)),
                                            lifespan="on"))
-    click.echo(f"memstrata: serving {app.state.service.memory.store.url} at "
+    click.echo(f"memstrata: serving {safe_url(app.state.service.memory.store.url)} at "
                f"http://{settings.host}:{bound} (OpenAPI: /docs)", err=True)
     sys.stderr.flush()
     # uvicorn re-raises the signal it stopped on once it is done; with these handlers in

@@ -30,6 +30,7 @@ from starlette.routing import Route
 
 from .. import __version__
 from ..memory import Memory
+from ..stores import safe_url
 from .errors import install as install_errors
 from .keys import Keys
 from .observe import MeteredSink, Metrics, ServiceMiddleware
@@ -145,7 +146,7 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        log.info("memstrata %s serving %s", __version__, svc.memory.store.url)
+        log.info("memstrata %s serving %s", __version__, safe_url(svc.memory.store.url))
         async with AsyncExitStack() as stack:
             if mcp_server is not None:  # the SDK's session manager runs with the app
                 await stack.enter_async_context(mcp_server.session_manager.run())

@@ -12,6 +12,7 @@ never by its message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -70,6 +71,25 @@ def _request_id(request: Request) -> str | None:
     return str(value) if value else None
 
 
+def _problem(problem: Mapping[str, Any], content_type: str) -> str:
+    """One validation problem as a sentence; the body's own shape said plainly (FastAPI's
+    wording for these, e.g. ``1: JSON decode error``, names no cause and no fix)."""
+    loc = tuple(problem.get("loc", ()))
+    kind = problem.get("type")
+    if kind == "json_invalid":
+        why = (problem.get("ctx") or {}).get("error") or "not JSON"
+        return f"the body is not valid JSON: {why} (at character {loc[-1]})"
+    if loc == ("body",) and kind == "missing":
+        return "the body is empty: send a JSON object with Content-Type: application/json"
+    if loc == ("body",) and kind in ("model_attributes_type", "dict_type"):
+        if "json" not in content_type.lower():
+            return (f"the body must be a JSON object sent with Content-Type: application/json "
+                    f"(got {content_type or 'no Content-Type'})")
+        return "the body must be a JSON object, not another JSON value"
+    where = ".".join(str(p) for p in loc if p != "body") or "body"
+    return f"{where}: {problem.get('msg', 'invalid')}"
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers: memstrata errors, request validation, HTTP errors."""
 
@@ -89,10 +109,7 @@ def install(app: FastAPI) -> None:
 
     async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        parts = []
-        for problem in exc.errors():
-            where = ".".join(str(p) for p in problem.get("loc", ()) if p != "body") or "body"
-            parts.append(f"{where}: {problem.get('msg', 'invalid')}")
+        parts = [_problem(problem, request.headers.get("content-type", "")) for problem in exc.errors()]
         return JSONResponse(error_body(422, "ValidationError", "; ".join(parts) or "invalid request",
                                        _request_id(request)), status_code=422)
 

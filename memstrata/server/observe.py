@@ -39,7 +39,7 @@ access = logging.getLogger("memstrata.access")
 #: POST routes that only read (the body carries a query): not audited.
 READ_POSTS = frozenset({"users.search", "users.explain", "users.context", "mcp"})
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
-_TARGETS = ("item_id", "session_id", "key_id")
+_TARGETS = ("item_id", "session_id", "key_id", "doc_id")
 
 
 class JsonFormatter(logging.Formatter):
@@ -183,7 +183,6 @@ class ServiceMiddleware:
     async def _finish(self, scope: "AsgiScope", status: int, elapsed: float, request_id: str) -> None:
         route = scope.get("route")
         template = getattr(route, "path", None) or "unmatched"
-        getattr(route, "name", None) or ""
         method = scope["method"]
         self.metrics.requests.labels(method, template, str(status)).inc()
         self.metrics.latency.labels(method, template).observe(elapsed)
@@ -206,7 +205,8 @@ class ServiceMiddleware:
         params: Mapping[str, Any] = scope.get("path_params") or {}
         if principal is None or method in ("GET", "HEAD", "OPTIONS") or name in READ_POSTS:
             return
-        target = next((str(params[k]) for k in _TARGETS if k in params), None)
+        target = scope.get("memstrata.target") or next(
+            (str(params[k]) for k in _TARGETS if k in params), None)
         entry = AuditEntry(utcnow(), principal.tenant, principal.key.id, principal.role,
                            scope.get("memstrata.action") or name, method,
                            scope.get("path", ""), status,

@@ -72,6 +72,11 @@ class ServerSettings:
     log_format: str = "json"
     drain_s: float = 10.0
 
+    def __post_init__(self) -> None:
+        if self.upstream and not self.upstream.startswith(("http://", "https://")):
+            raise ConfigError(f"upstream must be an OpenAI-compatible base URL like "
+                              f"http://127.0.0.1:8080/v1, not {self.upstream!r}")
+
     @classmethod
     def load(cls, config: "str | Path | None" = None, **overrides: Any) -> "ServerSettings":
         """Defaults, the ``[server]`` table of ``config`` (default: ``$MEMSTRATA_CONFIG``),

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from ..errors import ConfigError
 from .base import DocInfo, IndexDoc, SessionInfo, SessionRecord, Store
 
-__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "open_store", "BACKENDS"]
+__all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "open_store", "BACKENDS",
+           "safe_url"]
 
 
 def _sqlite(url: str, index_memory_mb: float | None = None) -> Store:
@@ -59,3 +60,13 @@ def open_store(url: "str | Store", *, index_memory_mb: float | None = None) -> S
         raise ConfigError(f"unknown store scheme {scheme!r} in {url!r}; known: "
                           f"{', '.join(sorted(BACKENDS))}")
     return factory(url, index_memory_mb)
+
+
+def safe_url(url: str) -> str:
+    """``url`` fit for logs: a password in it becomes ``***``
+    (``postgresql://app:s3cret@db/m`` → ``postgresql://app:***@db/m``)."""
+    head, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    return f"{head}://{credentials.split(':', 1)[0]}:***@{host}"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from ...errors import NotFoundError
 from ...stores.policy import UNFINISHED
 from ...types import parse_time
 from ...usage import usage_report
 from .. import schemas as s
-from .common import CurrentPrincipal, Limit, Offset, Svc, page
+from .common import CurrentPrincipal, Limit, Offset, Svc, audit_target, page
 
 router = APIRouter(prefix="/v1")
 
@@ -59,10 +59,11 @@ def me(who: CurrentPrincipal) -> dict[str, Any]:
 
 @router.post("/keys", status_code=201, response_model=s.NewKeyOut, tags=["admin"],
              name="keys.create", summary="Make an API key of this tenant (admin keys only)")
-def create_key(body: s.KeyIn, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
+def create_key(body: s.KeyIn, who: CurrentPrincipal, svc: Svc, request: Request) -> dict[str, Any]:
     who.require("admin")
     made = svc.keys.create(who.tenant, body.role, name=body.name, user_id=body.user_id,
                            rate_limit=body.rate_limit, created_by=who.key.id)
+    audit_target(request, made.key.id)
     return {"key": made.key.to_dict(), "token": made.token}
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import Depends, Path, Query
+from fastapi import Depends, Path, Query, Request
 
 from ..app import Service
 from ..auth import CurrentPrincipal, service
 
-__all__ = ["UserId", "Limit", "Offset", "Svc", "page", "CurrentPrincipal", "to_dicts"]
+__all__ = ["UserId", "Limit", "Offset", "Svc", "page", "CurrentPrincipal", "to_dicts", "audit_target"]
 
 UserId = Annotated[str, Path(description="The end user's id (within the key's tenant): at most "
                                          "256 characters, no control characters",
@@ -32,3 +32,9 @@ def page(rows: Sequence[Any], offset: int, limit: int) -> dict[str, Any]:
     another page follows)."""
     more = len(rows) > limit
     return {"data": to_dicts(rows[:limit]), "next_offset": offset + limit if more else None}
+
+
+def audit_target(request: Request, target: str) -> None:
+    """Name what a request created (an item, a key, a document) in its audit entry; the
+    path names the target of every other mutation."""
+    request.scope["memstrata.target"] = target

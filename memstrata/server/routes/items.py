@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from ...errors import ValidationError
 from ...types import Filters
 from .. import schemas as s
-from .common import CurrentPrincipal, Limit, Offset, Svc, UserId, page, to_dicts
+from .common import CurrentPrincipal, Limit, Offset, Svc, UserId, audit_target, page, to_dicts
 
 router = APIRouter(prefix="/v1/users/{user_id}")
 
@@ -39,10 +39,11 @@ def _expected(if_match: str | None, body: int | None) -> int | None:
 @router.post("/items", status_code=201, response_model=s.ItemOut, tags=["items"],
              name="items.remember", summary="Remember: store a memory item directly (version 1)")
 def remember(user_id: UserId, body: s.RememberIn, who: CurrentPrincipal, svc: Svc,
-             response: Response) -> dict[str, Any]:
+             request: Request, response: Response) -> dict[str, Any]:
     fields = body.model_dump(exclude={"content"})
     item = who.user(svc, user_id, write=True).remember(body.content, actor=f"key:{who.key.id}",
                                                        **fields)
+    audit_target(request, item.id)
     response.headers["ETag"] = etag(item.version)
     return item.to_dict()
 

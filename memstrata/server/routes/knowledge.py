@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import Field
 
 from ...knowledge import Knowledge
 from ..auth import Principal
 from ..schemas import JsonObject, PartsOut, _In, _Out
-from .common import CurrentPrincipal, Limit, Offset, Svc, UserId, page
+from .common import CurrentPrincipal, Limit, Offset, Svc, UserId, audit_target, page
 
 router = APIRouter()
 
@@ -173,8 +173,9 @@ def _search(handle: Knowledge, body: KnowledgeSearchIn, private: bool | None) ->
 
 @router.post("/v1/kb/documents", status_code=201, response_model=IngestOut, tags=["knowledge"],
              name="kb.add", summary="Add or update a document of the tenant's knowledge base")
-def kb_add(body: DocumentIn, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
+def kb_add(body: DocumentIn, who: CurrentPrincipal, svc: Svc, request: Request) -> dict[str, Any]:
     """Cleaned, de-duplicated, chunked and indexed; an unchanged document is left as it is."""
+    audit_target(request, body.doc_id)
     return _add(_shared(who, svc, write=True), body, False)
 
 
@@ -231,9 +232,11 @@ def kb_stale(who: CurrentPrincipal, svc: Svc,
 @router.post("/v1/users/{user_id}/kb/documents", status_code=201, response_model=IngestOut,
              tags=["knowledge"], name="users.kb_add", summary="Add a document to the user's private "
                                                               "knowledge base")
-def user_kb_add(user_id: UserId, body: DocumentIn, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
+def user_kb_add(user_id: UserId, body: DocumentIn, who: CurrentPrincipal, svc: Svc,
+                request: Request) -> dict[str, Any]:
     """Only this user reads it (with the tenant's shared documents); forgetting the user
     deletes it."""
+    audit_target(request, body.doc_id)
     return _add(_private(who, svc, user_id, write=True), body, True)
 
 

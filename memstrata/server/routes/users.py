@@ -6,25 +6,27 @@ from __future__ import annotations
 import io
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from ...requests import ContextRequest, SearchRequest
 from ...stores.transfer import export_jsonl
 from ...types import parse_time
 from .. import schemas as s
-from .common import CurrentPrincipal, Limit, Offset, Svc, UserId, page, to_dicts
+from .common import CurrentPrincipal, Limit, Offset, Svc, UserId, audit_target, page, to_dicts
 
 router = APIRouter(prefix="/v1/users/{user_id}")
 
 
 @router.post("/messages", status_code=201, response_model=s.AddOut, tags=["sessions"],
              name="messages.add", summary="Add messages (the raw turns) to a session")
-def add_messages(user_id: UserId, body: s.AddIn, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
+def add_messages(user_id: UserId, body: s.AddIn, who: CurrentPrincipal, svc: Svc,
+                 request: Request) -> dict[str, Any]:
     """Stores OpenAI-format messages in the session's log and indexes them; an
     extraction job runs in the background (see the jobs endpoint)."""
     result = who.user(svc, user_id, write=True).add(body.messages, body.session_id,
                                                     index=body.index, extract=body.extract)
+    audit_target(request, result.session_id)
     return {"session_id": result.session_id, "messages": to_dicts(result.messages)}
 
 
