@@ -70,7 +70,7 @@ def _check_extraction(parsed) -> None:
 @needs_llama
 def test_extraction_through_the_real_server(server):
     log = UsageLog()
-    llm = parse_provider(server.spec, usage=log, timeout_s=120, max_retries=1)
+    llm = parse_provider(server.spec, usage=log, timeout_s=300, max_retries=1)
     for mode in ("json_schema", "prompt"):  # server-enforced if it can, then prompt-only
         llm.structured_output = mode
         result = llm.complete(extraction_prompt(CONVERSATION), schema=EXTRACTION_SCHEMA,
@@ -83,7 +83,7 @@ def test_extraction_through_the_real_server(server):
 
 @needs_llama
 def test_verdict_and_summary_never_crash(server):
-    llm = server.llm(timeout_s=120, max_retries=1)
+    llm = server.llm(timeout_s=300, max_retries=1)
     verdict = llm.complete(conflict_prompt("用户用 Java", "用户改用 Go 了"),
                            schema=CONFLICT_SCHEMA, max_tokens=48).parsed
     assert verdict.first is None or verdict.first["relation"] in (
