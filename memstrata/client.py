@@ -36,7 +36,7 @@ from .requests import ContextRequest, SearchRequest
 from .retrieval.search import SearchResult
 from .sessions import SessionState
 from .stores.base import Job, ProfileVersion, SessionInfo, SessionRecord
-from .types import Filters, ItemVersion, Kind, MemoryItem, Message, SearchHit
+from .types import Filters, ItemVersion, Kind, MemoryItem, Message, Scope, SearchHit
 from .usage import UsageReport
 from .user import SURFACE, AddResult, UserMemory
 
@@ -105,6 +105,12 @@ class Client:
 
     def __init__(self, url: str, key: str, *, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise errors.ConfigError(f"url must be the service's http:// or https:// address, like "
+                                     f"http://127.0.0.1:8000, not {url!r}")
+        if not isinstance(key, str) or not key.strip() or any(c.isspace() for c in key):
+            raise errors.ConfigError("key must be an API key (msk_…, from `memstrata keys create`), "
+                                     f"not {key!r}")
         self.url = url.rstrip("/")
         self.http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport,
                                  headers={"Authorization": f"Bearer {key}"})
@@ -136,6 +142,7 @@ class Client:
 
     def user(self, user_id: str) -> "RemoteUserMemory":
         """The handle on one user's memory in the key's tenant."""
+        Scope(user_id)  # the id rules of the local API, before any request
         return RemoteUserMemory(self, user_id)
 
     def users(self) -> builtins.list[str]:

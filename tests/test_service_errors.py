@@ -74,3 +74,32 @@ def test_passwords_stay_out_of_logged_urls():
     for url in ("postgresql://app@db/m", "sqlite:///memstrata.db", "memory://", "redis://:pw@r:6379/0"):
         assert "s3cr" not in safe_url(url) and "pw" not in safe_url(url)
     assert safe_url("postgresql://app@db/m") == "postgresql://app@db/m"
+
+
+def test_every_error_response_is_documented_as_json():
+    """An operation whose success is not JSON (the export's JSON Lines) still documents
+    its errors as the JSON error body they are."""
+    with Memory("memory://", embedder="hash:256", worker="off") as memory:
+        spec = create_app(memory, ServerSettings(upstream="http://127.0.0.1:9/v1")).openapi()
+    seen = 0
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            for code, response in operation["responses"].items():
+                if int(code) >= 400 and "content" in response:
+                    assert set(response["content"]) == {"application/json"}, (method, path, code)
+                    seen += 1
+    export = spec["paths"]["/v1/users/{user_id}/export"]["get"]["responses"]["200"]["content"]
+    assert set(export) == {"application/x-ndjson"} and seen > 100
+
+
+def test_the_client_refuses_what_cannot_work_before_any_request():
+    from memstrata import Client, ValidationError
+
+    with pytest.raises(ConfigError, match="http:// or https://"):
+        Client("127.0.0.1:8000", "msk_x")
+    for key in ("", " ", "msk_a b"):
+        with pytest.raises(ConfigError, match="memstrata keys create"):
+            Client("http://127.0.0.1:8000", key)
+    with Client("http://127.0.0.1:9", "msk_x") as client, \
+            pytest.raises(ValidationError, match="user_id must be a non-empty string"):
+        client.user("")

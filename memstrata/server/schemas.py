@@ -384,8 +384,8 @@ class RememberIn(_In):
     subject: str | None = None
     attribute: str | None = None
     value: str | None = None
-    confidence: float = 0.8
-    importance: float = 0.5
+    confidence: float = Field(0.8, ge=0, le=1)
+    importance: float = Field(0.5, ge=0, le=1)
     tags: list[str] = Field(default_factory=list)
     metadata: JsonObject | None = None
     session_id: str | None = None
@@ -398,8 +398,8 @@ class UpdateIn(_In):
     subject: str | None = None
     attribute: str | None = None
     value: str | None = None
-    confidence: float | None = None
-    importance: float | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    importance: float | None = Field(None, ge=0, le=1)
     status: StatusName | None = None
     tags: list[str] | None = None
     metadata: JsonObject | None = None

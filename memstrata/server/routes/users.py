@@ -7,7 +7,6 @@ import io
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import PlainTextResponse
 
 from ...requests import ContextRequest, SearchRequest
 from ...stores.transfer import export_jsonl
@@ -117,10 +116,10 @@ def usage(user_id: UserId, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
     return who.user(svc, user_id, write=False).usage().to_dict()
 
 
-@router.get("/export", tags=["memory"], name="users.export", response_class=PlainTextResponse,
-            responses={200: {"content": {"application/x-ndjson": {}},
+@router.get("/export", tags=["memory"], name="users.export", response_class=Response,
+            responses={200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}},
                              "description": "The versioned JSON Lines export of the user"},
-                       422: {"model": s.ErrorOut, "content": {"application/json": {}},
+                       422: {"model": s.ErrorOut,
                              "description": "The request is not valid (say, a user id with a "
                                             "control character); nothing was read"}})
 def export(user_id: UserId, who: CurrentPrincipal, svc: Svc) -> Response:
