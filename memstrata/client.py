@@ -81,7 +81,8 @@ def _search_body(request: SearchRequest) -> dict[str, Any]:
         raise errors.ValidationError("a remote search takes a scoring preset by name, not an object")
     return {"query": request.query, "k": request.k, "filters": _filters(request.filters),
             "recent": list(request.recent), "scoring": request.scoring, "mode": request.mode,
-            "now": request.now.isoformat() if request.now else None}
+            "now": request.now.isoformat() if request.now else None,
+            "min_score": request.min_score, "roles": list(request.roles)}
 
 
 def _context_body(request: ContextRequest) -> dict[str, Any]:
@@ -94,7 +95,9 @@ def _context_body(request: ContextRequest) -> dict[str, Any]:
             "messages": list(request.messages) if request.messages is not None else None,
             "budget": request.budget, "quotas": list(quotas) if isinstance(quotas, tuple) else quotas,
             "query": request.query, "recall": request.recall, "k": request.k,
-            "policy": request.policy, "tokenizer": request.tokenizer}
+            "policy": request.policy, "tokenizer": request.tokenizer,
+            "filters": _filters(request.filters), "min_score": request.min_score,
+            "roles": list(request.roles)}
 
 
 class Client:

@@ -102,6 +102,31 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("expansion_weight", 0.3, float,
             "Query expansion from the best hit (pseudo-relevance feedback): weight of its "
             "other words as a second lexical query (0 turns it off)", low=0.0),
+    Setting("calibration", "fitted", str,
+            "Dense similarity: fitted (each embedder's cosines calibrated against unrelated "
+            "pairs, see docs/retrieval.md) or minmax (normalised within each candidate list)",
+            choices=("fitted", "minmax")),
+    Setting("lexical_saturation", 8.0, float,
+            "BM25 score that gives a lexical part of 0.5 (s / (s + K)); 0 divides by the "
+            "list's best instead", low=0.0),
+    Setting("assistant_weight", 0.5, float,
+            "Weight of the assistant's own turns in search scores (1: trusted as much as the "
+            "user's); not applied when the query asks what the assistant said", low=0.0, high=1.0),
+    Setting("question_weight", 0.6, float,
+            "Weight of a turn that only asks a question when the query is a question too",
+            low=0.0, high=1.0),
+    Setting("reranker", "", str,
+            "Reranker of the best hits (R5.3): empty = off, rerank:URL#MODEL (llama.cpp, vLLM, "
+            "Jina), tei:URL (Hugging Face TEI) or llm (the llm setting as a reranker)"),
+    Setting("rerank_k", 20, int, "Best hits the reranker reorders", low=0, high=200),
+    Setting("recall_k", 5, int,
+            "context(): memories recalled for every turn (0: only on trigger words)", low=0,
+            high=100),
+    Setting("recall_min_score", 0.2, float,
+            "context(): memories scoring under this are not recalled", low=0.0),
+    Setting("deep_below", 0.4, float,
+            "context(): deep recall (raw turns of other sessions too) when no memory item "
+            "scores this much", low=0.0),
     Setting("embed_on_add", "background", str,
             "When add() embeds new turns: background (in their extraction job; add() returns "
             "in about a millisecond) or inline", choices=("background", "inline")),
@@ -238,6 +263,15 @@ class Settings:
     speaker_boost: float = 0.1
     split_questions: bool = True
     expansion_weight: float = 0.3
+    calibration: str = "fitted"
+    lexical_saturation: float = 8.0
+    assistant_weight: float = 0.5
+    question_weight: float = 0.6
+    reranker: str = ""
+    rerank_k: int = 20
+    recall_k: int = 5
+    recall_min_score: float = 0.2
+    deep_below: float = 0.4
     embed_on_add: str = "background"
     query_turns: int = 3
     embed_batch: int = 32

@@ -46,6 +46,7 @@ from .layers.semantic.profile import Profile
 from .layers.semantic.profiles import Profiles
 from .providers.embedders import Embedder, parse_embedder
 from .providers.llm import LLM, parse_provider
+from .providers.rerank import parse_reranker
 from .providers.metered import MeteredLLM
 from .requests import SearchRequest
 from .retrieval.indexer import Indexer
@@ -101,6 +102,8 @@ class Memory:
         self.profiles = Profiles(self.store)
         self.knowledge_base = KnowledgeBase(self.store, self.indexer, self.embedder, s)
         self.llm = self._open_llm(llm)
+        self.retriever.reranker = self._owned_reranker = parse_reranker(
+            s.reranker, llm=self.llm.llm if self.llm is not None else None)
         self.session_manager = SessionManager(
             open_session_store(s.sessions or None, self.store, window=s.session_window),
             every_n=s.summary_every, idle=timedelta(minutes=s.session_idle_minutes))
@@ -146,6 +149,8 @@ class Memory:
         self.worker.stop()
         if self._owned_llm is not None:
             self._owned_llm.close()
+        if self._owned_reranker is not None and hasattr(self._owned_reranker, "close"):
+            self._owned_reranker.close()
         self.session_manager.sessions.close()
         self.store.close()
 

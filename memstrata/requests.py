@@ -18,7 +18,7 @@ from .errors import ValidationError
 from .layers.context import Quotas
 from .layers.working import POLICIES
 from .retrieval.scoring import ScoringPreset, get_preset
-from .retrieval.search import MODES, Mode
+from .retrieval.search import MODES, ROLES, Mode
 from .types import Filters, check_id, check_text
 
 __all__ = ["SearchRequest", "ContextRequest", "RECALL_MODES"]
@@ -40,6 +40,17 @@ def _check_query(query: Any, limit: int) -> str:
     return query
 
 
+def _check_min_score(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10:
+        raise ValidationError(f"min_score must be a number from 0 to 10 (scores are mostly in "
+                              f"[0, 1]; see docs/retrieval.md), got {value!r}")
+
+
+def _check_roles(roles: Any) -> None:
+    if isinstance(roles, str) or not all(isinstance(r, str) and r in ROLES for r in roles):
+        raise ValidationError(f"roles must be a list of {', '.join(ROLES)}, got {roles!r}")
+
+
 def _check_k(k: Any) -> int:
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
         raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
@@ -52,7 +63,9 @@ class SearchRequest:
 
     ``recent`` are the last few turns (their text), added to the query (R5.4);
     ``scoring`` a preset name or :class:`~memstrata.retrieval.scoring.ScoringPreset`
-    (None: the ``scoring`` setting); ``mode`` hybrid, lexical or dense.
+    (None: the ``scoring`` setting); ``mode`` hybrid, lexical or dense; ``min_score``
+    drops hits scoring under it; ``roles`` keeps only turns said by those roles
+    (``user``, ``assistant``, ``tool``; memory items count as the user's).
     """
 
     query: str
@@ -62,6 +75,8 @@ class SearchRequest:
     scoring: "str | ScoringPreset | None" = None
     mode: Mode = "hybrid"
     now: datetime | None = None
+    min_score: float = 0.0
+    roles: tuple[str, ...] = ()
 
     @classmethod
     def build(cls, query: "str | SearchRequest", *, filters: "Filters | Mapping[str, Any] | None" = None,
@@ -76,6 +91,8 @@ class SearchRequest:
             return replace(query, **changes) if changes else query
         if isinstance(recent, str):
             raise ValidationError("recent must be a list of strings (the last turns), not a string")
+        if isinstance(options.get("roles"), (list, tuple)):
+            options["roles"] = tuple(options["roles"])
         return cls(query, filters=Filters.build(filters), recent=tuple(recent), **options)
 
     def checked(self, max_chars: int) -> "SearchRequest":
@@ -90,6 +107,8 @@ class SearchRequest:
             raise ValidationError("recent must be a list of strings (the last turns)")
         for turn in self.recent:
             check_text(turn, "recent turn")
+        _check_min_score(self.min_score)
+        _check_roles(self.roles)
         return self
 
 
@@ -101,7 +120,9 @@ class ContextRequest:
     (short-term, long-term, knowledge) shares (default 0.4/0.2/0.4); ``query`` the text
     to recall for (default: the last user message); ``recall`` one of
     :data:`RECALL_MODES`; ``policy`` what to do with a malformed tool-call sequence
-    (``repair`` or ``strict``); ``tokenizer`` a tokenizer spec or object.
+    (``repair`` or ``strict``); ``tokenizer`` a tokenizer spec or object; ``filters``,
+    ``min_score`` (None: the ``recall_min_score`` setting) and ``roles`` narrow the
+    memories recalled, as in :class:`SearchRequest`.
     """
 
     session_id: str = "default"
@@ -113,12 +134,19 @@ class ContextRequest:
     k: int = 10
     policy: str = "repair"
     tokenizer: Any = None
+    filters: Filters = field(default_factory=Filters)
+    min_score: float | None = None
+    roles: tuple[str, ...] = ()
 
     @classmethod
     def build(cls, session_id: str = "default", messages: Any = None,
               **options: Any) -> "ContextRequest":
         if isinstance(messages, (Mapping, str)):
             raise ValidationError("messages must be a list of OpenAI-format dicts")
+        if "filters" in options:
+            options["filters"] = Filters.build(options["filters"])
+        if isinstance(options.get("roles"), (list, tuple)):
+            options["roles"] = tuple(options["roles"])
         return cls(session_id, tuple(messages) if messages is not None else None, **options)
 
     def checked(self) -> "ContextRequest":
@@ -136,5 +164,8 @@ class ContextRequest:
             raise ValidationError(f"query must be a string, not {type(self.query).__name__}")
         if self.query is not None:
             check_text(self.query, "query")
+        if self.min_score is not None:
+            _check_min_score(self.min_score)
+        _check_roles(self.roles)
         Quotas.build(self.quotas)
         return self

@@ -534,6 +534,8 @@ class ScoreParts:
     lexical_rank: int | None
     preset: str
     boost: float = 1.0  # speaker boost: the query names this turn's speaker
+    role_weight: float = 1.0  # assistant turns and bare questions weigh less (docs/retrieval.md)
+    rerank: float | None = None  # the reranker's score, when one reordered the best hits
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -546,7 +548,13 @@ class ScoreParts:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One retrieved turn or memory item with its score and the parts of that score."""
+    """One retrieved turn, exchange or memory item with its score and the parts of that score.
+
+    ``role`` is who said a turn (``user``/``assistant``; None for items and chunks).
+    ``merged_ids`` are the other turns this hit stands for: the acknowledgement of an
+    exchange ("I live in Hangzhou." + "OK."), or the turn an item was extracted from;
+    :attr:`ids` is every id.
+    """
 
     id: str
     layer: Layer
@@ -558,19 +566,28 @@ class SearchHit:
     kind: Kind | None = None
     item: MemoryItem | None = None
     message: Message | None = None
+    role: str | None = None
+    merged_ids: tuple[str, ...] = ()
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """This hit's id and the ids it merged."""
+        return (self.id, *self.merged_ids)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "layer": self.layer.value, "text": self.text,
                 "score": round(self.score, 6), "parts": self.parts.to_dict(),
                 "created_at": self.created_at.isoformat(), "session_id": self.session_id,
-                "kind": self.kind.value if self.kind else None}
+                "kind": self.kind.value if self.kind else None, "role": self.role,
+                "merged_ids": list(self.merged_ids)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SearchHit":
         """The inverse of :meth:`to_dict` (``item`` and ``message`` are not in it)."""
         return cls(data["id"], Layer(data["layer"]), data["text"], float(data["score"]),
                    ScoreParts.from_dict(data["parts"]), parse_time(data["created_at"]),
-                   data.get("session_id"), Kind(data["kind"]) if data.get("kind") else None)
+                   data.get("session_id"), Kind(data["kind"]) if data.get("kind") else None,
+                   role=data.get("role"), merged_ids=tuple(data.get("merged_ids", ())))
 
 
 def dumps(value: Any) -> str:

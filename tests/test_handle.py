@@ -21,7 +21,7 @@ def test_the_handle_carries_its_scope(memory: Memory) -> None:
     assert item.id in [i.id for i in lin.list()]
     assert item.id in [i.id for i in memory.list("lin", agent_id="support")]  # the old signature
     assert memory.list("lin") == [] and memory.user("lin").list() == []  # another namespace
-    assert lin.search("bees")[0].text == "I keep bees on my roof."
+    assert "bees on" in lin.search("bees")[0].text  # the turn, or the item made from it
     request = SearchRequest("bees", k=1, filters=Filters(layers=(Layer.EPISODIC,)))
     assert [h.text for h in lin.search(request)] == ["I keep bees on my roof."]
 

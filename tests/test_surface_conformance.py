@@ -127,7 +127,13 @@ def test_search_explain_and_context(face):
              {"role": "assistant", "content": "Lovely."}], "s2")
     hits = lin.search("护照", k=3)
     assert hits and all(isinstance(h, SearchHit) for h in hits) and "护照" in hits[0].text
-    assert hits[0].parts.lexical_rank == 1
+    assert hits[0].parts.role_weight == 1.0 and hits[0].role in ("user", None)
+    # min_score, roles and the merged ids of a hit cross every surface
+    assert lin.search("护照", k=3, min_score=5.0) == []
+    turns = lin.search("护照", k=3, roles=["assistant"], filters={"layer": "episodic"})
+    assert all(h.role == "assistant" for h in turns)
+    again = SearchHit.from_dict(hits[0].to_dict())
+    assert (again.ids, again.role, again.parts) == (hits[0].ids, hits[0].role, hits[0].parts)
     assert lin.search("bees", k=2, filters={"session_id": "s2"})[0].session_id == "s2"
     explained = lin.explain("bees on the roof", k=2)
     assert isinstance(explained, SearchResult) and explained.lexical_candidates
@@ -140,6 +146,10 @@ def test_search_explain_and_context(face):
     assert isinstance(result, ContextResult)
     assert result.messages[0]["content"].startswith("Be brief.") and result.messages[-1]["role"] == "user"
     assert result.report.recall == "deep" and result.report.tokens <= 1500
+    assert set(result.report.reasons) == set(result.report.kept_ids)
+    none = lin.context("s3", [{"role": "user", "content": "Last time, what did I say about bees?"}],
+                       budget=1500, min_score=5.0, filters={"layer": "semantic"}, roles=["user"])
+    assert none.report.layers["memories"] == 0
     assert any("bees" in m["content"] for m in result.messages[:-1])
     light = lin.context(ContextRequest("s3", ({"role": "user", "content": "hi"},), budget=200,
                                        recall="light"))

@@ -279,4 +279,68 @@ def hostile(embedder, chars, tool_bytes, json_out) -> None:
         click.echo(f"| {step} | {row['baseline']['cpu_s']:.3f} | {row['hostile']['cpu_s']:.3f} | "
                    f"{row['hostile']['wall_s']:.3f} |")
     click.echo(f"worst hostile step: {report['worst_hostile_cpu_s']:.3f} s CPU")
+
+
+@click.option("--memdaily", default=None, type=click.Path(exists=True, file_okay=False),
+              help="The memdaily/ directory: MemDaily dev trajectories as user/assistant chats.")
+@click.option("--madial", default=None, type=click.Path(exists=True, file_okay=False),
+              help="The madial/ directory: recall with the dialogue as the query.")
+@click.option("--limit", type=int, default=100, show_default=True,
+              help="MemDaily trajectories (evenly spaced over the files); 0 = all 1,500.")
+@click.option("--budget", default=2000, show_default=True, help="context() token budget per question.")
+@click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def chat(memdaily, madial, limit, budget, embedder, json_out) -> None:
+    """Agent-style recall: MemDaily-chat (evidence in the top 5, in the context() block,
+    share of assistant/filler lines, memory tokens) and MADial (dialogue as the query),
+    memstrata vs BM25-only vs dense-only."""
+    if not memdaily and not madial:
+        raise click.UsageError("give --memdaily and/or --madial")
+    report: dict = {"benchmark": "chat"}
+    if memdaily:
+        from ..bench.chat import run_chat
+
+        r = run_chat(memdaily, limit=limit or None, budget=budget, embedder=embedder)
+        report["memdaily_chat"] = r
+        click.echo(f"MemDaily-chat: {r['questions']} questions of {r['trajectories']} trajectories, "
+                   f"embedder {r['embedder']}")
+        click.echo("| system | search R@5 |\n|---|---|")
+        for name, s in r["systems"].items():
+            click.echo(f"| {name} | {s['overall']['recall@5']:.3f} |")
+        click.echo(f"context() at {budget} tokens: evidence in the block {r['context_hit']:.3f}; "
+                   f"assistant/filler lines {r['weak_share']:.1%}; "
+                   f"{r['memory_lines_per_query']} lines and {r['memory_tokens_per_query']} memory "
+                   "tokens per query")
+    if madial:
+        from ..bench.madial import run_madial
+
+        r = run_madial(madial, ks=[5, 10], embedder=embedder)
+        report["madial"] = r
+        click.echo(f"MADial: {r['questions']} dialogues, embedder {r['embedder']}")
+        click.echo(markdown(r, [5, 10]))
+    write_json(report, json_out)
+
+
+@bench.command()
+@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="longmemeval_s_dev60.json.")
+@click.option("--k", "ks", default="5,10", show_default=True, help="Comma-separated k values.")
+@click.option("--limit", type=int, default=None,
+              help="Only N questions, evenly spaced (each has ~500 turns to embed).")
+@click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def longmemeval(data, ks, limit, embedder, json_out) -> None:
+    """LongMemEval_S: turn recall@k over has_answer turns and session recall_any/all@k,
+    per question type, memstrata vs BM25-only vs dense-only."""
+    from ..bench.longmemeval import run_longmemeval
+
+    ks = _ks(ks)
+    report = run_longmemeval(data, ks=ks, limit=limit, embedder=embedder)
+    click.echo(f"LongMemEval_S: {report['questions']} questions, embedder {report['embedder']}")
+    keys = [f"{m}@{k}" for m in ("turn_recall", "session_any", "session_all") for k in ks]
+    click.echo("| system | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
+    for name, s in report["systems"].items():
+        click.echo(f"| {name} | " + " | ".join(f"{s['overall'].get(k, 0):.3f}" for k in keys) + " |")
     write_json(report, json_out)

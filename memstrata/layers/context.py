@@ -29,17 +29,18 @@ brackets in the data replaced by look-alikes and line breaks folded, so a stored
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ValidationError
 from ..text import analyze
 from ..tokens import REPLY_PRIMING, Tokenizer, count_message
+from ..types import Layer, SearchHit
 from .working import Dropped, Policy, TrimReport, group_messages, trim
 
 __all__ = ["Quotas", "MemoryLine", "ContextReport", "ContextResult", "assemble",
-           "quote_data", "find_trigger", "DEFAULT_TRIGGERS"]
+           "quote_data", "find_trigger", "DEFAULT_TRIGGERS", "RecallPolicy", "recall"]
 
 DEFAULT_TRIGGERS = ("上次", "我之前说过", "我的习惯是", "last time", "as I said")
 
@@ -88,6 +89,7 @@ class MemoryLine:
     text: str
     score: float = 0.0
     when: str = ""  # e.g. an ISO date, shown before the text
+    reason: str = ""  # why it is in the context (ContextReport.reasons)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +98,10 @@ class ContextReport:
 
     ``layers`` maps system / profile / summary / memories / knowledge / recent to tokens
     as counted in the output; ``quota_tokens`` are the caps; ``kept_ids`` the memory and
-    knowledge ids that made it in; ``dropped`` every item left out, with its reason
-    (``merged_duplicate``, ``compressed``, ``over_quota``, and the trimming reasons).
+    knowledge ids that made it in, and ``reasons`` why each one was recalled; ``dropped``
+    every item left out, with its reason (``merged_duplicate``, ``compressed``,
+    ``over_quota``, and the trimming reasons). ``recall`` is ``light`` (profile only),
+    ``semantic`` (memory items) or ``deep`` (raw turns of other sessions too).
     """
 
     budget: int
@@ -109,6 +113,7 @@ class ContextReport:
     kept_ids: tuple[str, ...]
     dropped: tuple[Dropped, ...]
     trim: TrimReport | None = None
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def memory_tokens(self) -> int:
@@ -119,7 +124,7 @@ class ContextReport:
         return {"budget": self.budget, "tokens": self.tokens, "layers": dict(self.layers),
                 "quota_tokens": dict(self.quota_tokens), "recall": self.recall,
                 "trigger": self.trigger, "kept_ids": list(self.kept_ids),
-                "memory_tokens": self.memory_tokens,
+                "reasons": dict(self.reasons), "memory_tokens": self.memory_tokens,
                 "dropped": [{"reason": d.reason, "sources": list(d.sources), "detail": d.detail,
                              "tokens": d.tokens} for d in self.dropped]}
 
@@ -130,7 +135,7 @@ class ContextReport:
                    dict(data["quota_tokens"]), data["recall"], data.get("trigger"),
                    tuple(data["kept_ids"]),
                    tuple(Dropped(d["reason"], tuple(d["sources"]), d["detail"], int(d.get("tokens", 0)))
-                         for d in data["dropped"]))
+                         for d in data["dropped"]), reasons=dict(data.get("reasons", {})))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +199,7 @@ def _merge(lines: Sequence[MemoryLine],
             if overlap >= threshold:
                 # keep the longer wording of the two, at the better position
                 best = line if len(line.text) > len(other.text) else other
-                kept[i] = (MemoryLine(other.id, best.text, other.score, other.when),
+                kept[i] = (MemoryLine(other.id, best.text, other.score, other.when, other.reason),
                            other_terms | terms, n + 1)
                 dropped.append(Dropped("merged_duplicate", (), f"{line.id} merged into {other.id}"))
                 break
@@ -319,10 +324,71 @@ def assemble(messages: Sequence[Any], *, budget: int, profile: str | None = None
         out.extend(_system(c) for c in layer_msgs)
     recent_tokens = trimmed.report.tokens - base
     tokens = base + profile_tokens + summary_tokens + mem_tokens + know_tokens + recent_tokens
+    reasons = {line.id: line.reason for line in (*memories, *knowledge)
+               if line.reason and line.id in set(mem_ids + know_ids)}
     report = ContextReport(
-        budget=budget, tokens=tokens,
+        budget=budget, tokens=tokens, reasons=reasons,
         layers={"system": system_tokens, "profile": profile_tokens, "summary": summary_tokens,
                 "memories": mem_tokens, "knowledge": know_tokens, "recent": recent_tokens},
         quota_tokens=caps, recall=recall, trigger=trigger,
         kept_ids=tuple(mem_ids + know_ids), dropped=tuple(dropped), trim=trimmed.report)
     return ContextResult(out, report)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallPolicy:
+    """What :func:`recall` brings in for one turn (settings ``recall_k``,
+    ``recall_min_score``, ``deep_below``; ``k`` of the context request)."""
+
+    k: int = 5
+    deep_k: int = 10
+    min_score: float = 0.2
+    deep_below: float = 0.4
+    asked_min_score: float = 0.0  # deep recall the caller asked for (trigger word, "deep")
+
+
+#: ``search(query, k, layers, min_score)`` → hits best first; layers None = every layer.
+Search = Callable[[str, int, "tuple[Layer, ...] | None", float], Sequence[SearchHit]]
+
+
+def _line(hit: SearchHit, reason: str) -> MemoryLine:
+    return MemoryLine(hit.id, hit.text, hit.score, hit.created_at.date().isoformat(), reason)
+
+
+def recall(search: Search, text: str, *, mode: str, trigger: str | None, policy: RecallPolicy,
+           session_id: str) -> tuple[list[MemoryLine], str]:
+    """The memory lines for this turn and the recall that found them (the default policy).
+
+    ``mode`` ``light``: none. ``auto``: the memory items relevant to ``text`` (at most
+    ``policy.k``, each scoring at least ``policy.min_score``) — every turn, not only on a
+    trigger word — then *deep* recall, raw turns of other sessions too, when a trigger
+    word is in the text or no item scored ``policy.deep_below``. ``deep``: deep recall
+    always. Each line says why it is there. Raw turns of ``session_id`` are left out:
+    they are in the window or the session summary.
+    """
+    if mode == "light" or not text.strip():
+        return [], "light"
+    lines: list[MemoryLine] = []
+    best = 0.0
+    if mode == "auto" and policy.k > 0:
+        for hit in search(text, policy.k, (Layer.SEMANTIC,), policy.min_score):
+            best = max(best, hit.score)
+            lines.append(_line(hit, f"memory item, score {hit.score:.2f} ≥ {policy.min_score:g}"))
+    deep = mode == "deep" or trigger is not None or best < policy.deep_below
+    if mode == "auto" and policy.k == 0 and trigger is None:
+        deep = False
+    if not deep:
+        return lines, "semantic"
+    why = (f"trigger word {trigger!r}" if trigger else "recall='deep'" if mode == "deep"
+           else f"no memory item scored {policy.deep_below:g}")
+    seen = {line.id for line in lines}
+    floor = policy.asked_min_score if trigger or mode == "deep" else policy.min_score
+    for hit in search(text, policy.deep_k, None, floor):
+        if hit.id in seen or (hit.layer is Layer.EPISODIC and hit.session_id == session_id):
+            continue
+        what = ("memory item" if hit.layer is Layer.SEMANTIC
+                else f"{'exchange' if hit.merged_ids else hit.role or 'user'} turn of session "
+                     f"{hit.session_id}")
+        lines.append(_line(hit, f"deep recall ({why}): {what}, score {hit.score:.2f}"))
+    lines.sort(key=lambda line: -line.score)
+    return lines, "deep"

@@ -17,8 +17,10 @@ from datetime import datetime, timedelta
 from ..text import is_cjk_text, tokenize
 from ..types import MemoryItem, Message, Role
 
-__all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "item_texts", "chunk_texts",
-           "build_query", "split_question"]
+__all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "turn_tags", "item_texts",
+           "chunk_texts", "build_query", "split_question", "is_low_information", "is_question",
+           "asks_about_assistant", "strip_implicit_subject", "dialogue_query", "ROLE_TAG", "REPLY_TAG",
+           "SOURCE_TAG"]
 
 _MONTHS = ("January February March April May June July August September October "
            "November December").split()
@@ -85,15 +87,110 @@ def speaker_tags(message: Message) -> tuple[str, ...]:
     return (f"speaker:{message.name}",) if message.name else ()
 
 
+# Tags of an index document that say who said a turn, which turn a low-information turn
+# answers, and which turns an item was extracted from (read back by the retriever).
+ROLE_TAG, REPLY_TAG, SOURCE_TAG = "role:", "reply_to:", "source:"
+
+# Words that make up acknowledgements, fillers and bare follow-ups ("OK.", "Nice!", "Got
+# it, thanks!", "Why?"): a turn of nothing else says nothing of its own.
+_FILLER_WORDS = frozenset("""
+ok okay k kk sure great nice cool sweet awesome thanks thank thx ty you yes yeah yep yup no nope
+right got it see sounds sound good perfect wonderful amazing lovely haha lol wow hmm oh ah why
+really indeed true exactly absolutely agreed alright fine welcome glad hear that that's so much
+very to me a the is i i'm will do what how interesting noted understood makes sense love too
+poor thing sorry oh no aw aww congrats congratulations happy for glad good luck enjoy
+""".split())
+_ZH_FILLERS = sorted("""好的 好吧 好 嗯嗯 嗯 哦 噢 谢谢你 谢谢 多谢 收到 明白了 明白 知道了 懂了 了解 行
+可以 没问题 太好了 不错 真棒 好棒 棒 为什么 真的吗 真的 是吗 是的 对的 对 哈哈 厉害
+原来如此 这样啊 好耶 好可怜 可怜 抱歉 真遗憾 遗憾 恭喜 祝贺 加油 啊 呀 啦 呢 吧 了
+""".split(), key=len, reverse=True)
+_PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
+
+
+def is_low_information(text: str | None) -> bool:
+    """True for a turn that carries nothing without the turn it answers: an
+    acknowledgement, filler or bare follow-up ("OK.", "Sweet!", "好的", "为什么？")."""
+    if not text or not text.strip():
+        return True
+    words = re.findall(r"[a-z']+", text.lower())
+    rest = _PUNCT.sub("", re.sub(r"[A-Za-z']+", "", text))
+    if rest:  # Chinese (or digits): peel known fillers off; anything left is content
+        if re.search(r"\d", rest) or len(rest) > 12:
+            return False
+        for filler in _ZH_FILLERS:
+            rest = rest.replace(filler, "")
+        if rest:
+            return False
+    return len(words) <= 6 and all(w in _FILLER_WORDS for w in words)
+
+
+_SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*")
+_EN_ASK = re.compile(r"^(?:what|where|when|which|who|whom|whose|how|why|do|does|did|is|are|was|"
+                     r"were|can|could|will|would|should|have|has|any)\b", re.IGNORECASE)
+_ZH_ASK = re.compile(r"(?:吗|呢|么)[？?]?$|什么|哪|几|多少|谁|怎么|是否|是不是")
+
+
+def is_question(text: str | None) -> bool:
+    """True when every sentence of ``text`` asks something ("Which language do I use?",
+    "我住在哪里？"); a statement followed by a question is not a question."""
+    sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text or "") if m.group(0).strip()]
+    if not sentences:
+        return False
+    return all(s.endswith(("?", "？")) or bool(_EN_ASK.match(s)) or bool(_ZH_ASK.search(s))
+               for s in sentences)
+
+
+_ASKS_ASSISTANT = re.compile(
+    r"\byou (?:said|say|told|tell|mentioned|mention|recommended|recommend|suggested|suggest|gave|"
+    r"give|listed|list|provided|provide|wrote|write|answered|answer|replied|reply|explained|"
+    r"explain|described|describe|shared|share|came up with|come up with)\b|"
+    r"\byour (?:answer|reply|recommendation|suggestion|advice|list)\b|"
+    r"你(?:刚才|之前|上次)?(?:说|讲|推荐|建议|提到|告诉|回答|列出|给)",
+    re.IGNORECASE)
+
+
+def asks_about_assistant(query: str) -> bool:
+    """True when the query asks what the assistant itself said ("what did you
+    recommend…", "你之前推荐的…"): then the assistant's turns are not discounted."""
+    return bool(_ASKS_ASSISTANT.search(query))
+
+
+def turn_tags(turns: Sequence[Message], index: int, *, gap: timedelta = CONTEXT_GAP) -> tuple[str, ...]:
+    """Tags of ``turns[index]``'s index document: its speaker, its role, and for a
+    low-information turn the id of the turn it answers (the previous turn, if said
+    within ``gap``)."""
+    turn = turns[index]
+    tags = [*speaker_tags(turn), f"{ROLE_TAG}{turn.role.value}"]
+    if is_low_information(turn.text):
+        prior = _near(turn, turns[max(0, index - 1):index], gap)
+        if prior and prior[-1].id:
+            tags.append(f"{REPLY_TAG}{prior[-1].id}")
+    return tuple(tags)
+
+
 def window_texts(turns: Sequence[Message], index: int) -> tuple[str, str, str, str]:
     """:func:`message_texts` for ``turns[index]`` with its neighbours in ``turns``."""
     return message_texts(turns[index], turns[max(0, index - 2):index], turns[index + 1:index + 3])
 
 
+_IMPLICIT_SUBJECT = re.compile(r"^\s*(?:the\s+)?user(?:'s)?\b|^\s*用户(?:的)?", re.IGNORECASE)
+_IMPLICIT_SUBJECTS = frozenset({"user", "the user", "用户", "me", "i", "我"})
+
+
+def strip_implicit_subject(content: str) -> str:
+    """An item's text without its implicit subject ("User uses Go" → "uses Go",
+    "用户住在杭州" → "住在杭州"): every item is about the user, so that word must not
+    make every item match a query that says "the user"."""
+    return _IMPLICIT_SUBJECT.sub("", content, count=1)
+
+
 def item_texts(item: MemoryItem) -> tuple[str, str, str, str]:
-    """``(display, body_tokens, context_tokens, dense_text)`` for one memory item."""
-    slots = " ".join(v for v in (item.subject, item.attribute, item.value) if v)
-    return item.content, tokenize(item.content), tokenize(slots + " " + " ".join(item.tags)), item.content
+    """``(display, body_tokens, context_tokens, dense_text)`` for one memory item; the
+    implicit subject gets no lexical credit (:func:`strip_implicit_subject`)."""
+    subject = item.subject if item.subject and item.subject.lower() not in _IMPLICIT_SUBJECTS else None
+    slots = " ".join(v for v in (subject, item.attribute, item.value) if v)
+    return (item.content, tokenize(strip_implicit_subject(item.content)),
+            tokenize(slots + " " + " ".join(item.tags)), item.content)
 
 
 def chunk_texts(text: str, title: str, heading_path: Sequence[str]) -> tuple[str, str, str, str]:
@@ -118,6 +215,27 @@ def build_query(query: str, recent: Sequence[str] = (), turns: int = 3) -> tuple
     lexical = " ".join([tokenize(query), *(tokenize(r) for r in recent)]).strip()
     dense = " ".join([*recent, query]).strip() if recent else query
     return lexical, dense
+
+
+def dialogue_query(turns: Sequence[tuple[str, str]], *, user_turns: int = 3,
+                   assistant_turns: int = 0) -> tuple[str, list[str]]:
+    """``(query, recent)`` for a stretch of conversation given as ``(role, text)`` pairs,
+    oldest first — the everyday case, where nobody asks "what did I say about X?".
+
+    Built the way a person listens: the user's last turn that says something is the
+    query; the user's ``user_turns - 1`` turns before it are ``recent``; acknowledgements
+    and fillers are skipped; the assistant's turns are the agent's own words and are left
+    out unless ``assistant_turns`` asks for the last few (they then come first in
+    ``recent``, farthest from the end of the embedding input).
+    """
+    said = [(role, text) for role, text in turns if text and text.strip()
+            and not is_low_information(text)]
+    users = [text for role, text in said if role == "user"]
+    if not users:
+        return "", []
+    theirs = [text for role, text in said if role == "assistant"][-assistant_turns:] \
+        if assistant_turns > 0 else []
+    return users[-1], [*theirs, *users[-user_turns:-1]] if user_turns > 1 else theirs
 
 
 # A new question starts where a sentence ends and the next one opens with "also":

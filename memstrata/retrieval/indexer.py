@@ -19,7 +19,7 @@ from ..providers.embedders import Embedder, content_hash
 from ..stores.base import IndexDoc, MessageLog, SearchIndex, VectorCache
 from ..stores.knowledge import KnowledgeChunk
 from ..types import Layer, MemoryItem, Message, Role, Scope
-from .documents import chunk_texts, item_texts, speaker_tags, window_texts
+from .documents import SOURCE_TAG, chunk_texts, item_texts, speaker_tags, turn_tags, window_texts
 
 __all__ = ["Indexer", "embed_cached", "turn_doc", "item_doc", "chunk_doc"]
 
@@ -43,13 +43,13 @@ def embed_cached(store: VectorCache, embedder: Embedder, texts: Sequence[str],
 
 
 def turn_doc(turn: Message, texts: tuple[str, str, str, str], session_id: str,
-             vector: np.ndarray | None = None) -> IndexDoc:
-    """The index document of a raw turn from its :func:`window_texts`; without a
-    ``vector`` the store keeps the one it has."""
+             vector: np.ndarray | None = None, tags: tuple[str, ...] | None = None) -> IndexDoc:
+    """The index document of a raw turn from its :func:`window_texts` and
+    :func:`turn_tags`; without a ``vector`` the store keeps the one it has."""
     display, body, context, _ = texts
     return IndexDoc(id=turn.id, layer=Layer.EPISODIC, text=display, body=body, context=context,
-                    created_at=turn.created_at, session_id=session_id, tags=speaker_tags(turn),
-                    vector=vector)
+                    created_at=turn.created_at, session_id=session_id,
+                    tags=speaker_tags(turn) if tags is None else tags, vector=vector)
 
 
 def item_doc(item: MemoryItem, vector: np.ndarray | None = None) -> IndexDoc:
@@ -57,7 +57,8 @@ def item_doc(item: MemoryItem, vector: np.ndarray | None = None) -> IndexDoc:
     display, body, context, _ = item_texts(item)
     return IndexDoc(id=item.id, layer=Layer.SEMANTIC, text=display, body=body, context=context,
                     created_at=item.created_at, session_id=item.source_session_id,
-                    kind=item.kind.value, status=item.status.value, tags=item.tags,
+                    kind=item.kind.value, status=item.status.value,
+                    tags=(*item.tags, *(f"{SOURCE_TAG}{m}" for m in item.source_message_ids)),
                     importance=item.importance, vector=vector)
 
 
@@ -111,9 +112,10 @@ class Indexer:
             return
         texts = [window_texts(turns, i) for i in fresh]
         embedded = embed_cached(self.store, self.embedder, [t[3] for t in texts]) if vectors else None
-        out = [turn_doc(turns[i], t, session_id, embedded[j] if embedded is not None else None)
+        out = [turn_doc(turns[i], t, session_id, embedded[j] if embedded is not None else None,
+                        turn_tags(turns, i))
                for j, (i, t) in enumerate(zip(fresh, texts))]
-        out += [turn_doc(turns[i], window_texts(turns, i), session_id)
+        out += [turn_doc(turns[i], window_texts(turns, i), session_id, tags=turn_tags(turns, i))
                 for i in range(max(0, fresh[0] - 2), fresh[0])]
         self.store.index(scope, out)
         log.debug("indexed %d turn(s) of %r/%s (vectors: %s)", len(fresh), scope.user_id,
@@ -143,5 +145,5 @@ class Indexer:
         vectors = embed_cached(self.store, self.embedder, [texts[i][3] for i in again]) \
             if again else None
         fresh = {i: vectors[j] for j, i in enumerate(again)} if vectors is not None else {}
-        self.store.index(scope, [turn_doc(m, texts[i], session_id, fresh.get(i))
+        self.store.index(scope, [turn_doc(m, texts[i], session_id, fresh.get(i), turn_tags(kept, i))
                                  for i, m in enumerate(kept)])

@@ -12,22 +12,26 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from ..config import Settings
 from ..providers.embedders import Embedder, QueryCache
+from ..providers.rerank import Reranker
 from ..stores.base import DocInfo, ItemStore, SearchIndex
 from ..text import analyze
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, utcnow
-from .documents import build_query, split_question
+from .calibration import calibration_for
+from .documents import asks_about_assistant, build_query, is_question, split_question
 from .fusion import Candidate, Fused, fuse
 from .scoring import ScoringPreset, final_score, get_preset
+from .units import ROLES, Unit, is_weak, merge_units, reply_to, role_of, role_weight
 
-__all__ = ["Retriever", "SearchResult", "Mode", "MODES"]
+__all__ = ["Retriever", "SearchResult", "Mode", "MODES", "ROLES"]
 
 log = logging.getLogger("memstrata.search")
 
@@ -74,6 +78,7 @@ class Retriever:
         self.embedder = embedder
         self.settings = settings or Settings()  # candidates, fusion and weights, expansion…
         self.queries = QueryCache(embedder, self.settings.query_cache)  # query vectors by text
+        self.reranker: Reranker | None = None  # R5.3, off by default (setting ``reranker``)
 
     def _named_speaker(self, query: str, infos: "Iterable[DocInfo]") -> str | None:
         """The speaker tag to boost when the query names exactly one of the speakers
@@ -99,11 +104,11 @@ class Retriever:
             if vector is None:
                 vector = self.queries.embed([dense_text])[0]
             dense = self.store.vector_search(scope, vector, filters, limit)
-        fused = self._fuse(dense, lexical)
+        fused = self._fuse(dense, lexical, query)
         if expansion > 0 and lexical and fused:
             lexical = self._expand(scope, lexical_query, fused[0].id, lexical, filters, limit,
                                    expansion)
-            fused = self._fuse(dense, lexical)
+            fused = self._fuse(dense, lexical, query)
         return fused, lexical, dense, lexical_query
 
     def _lexical(self, scope: Scope, tokens: str, filters: Filters, limit: int) -> list[Candidate]:
@@ -111,16 +116,19 @@ class Retriever:
                                          context_weight=self.settings.context_weight,
                                          body_weight=self.settings.body_weight)
 
-    def _fuse(self, dense: list[Candidate], lexical: list[Candidate]) -> list[Fused]:
+    def _fuse(self, dense: list[Candidate], lexical: list[Candidate], query: str) -> list[Fused]:
         s = self.settings
+        dense_map = (calibration_for(self.embedder).band(query)
+                     if dense and s.calibration == "fitted" else None)
         return fuse(dense, lexical, method=s.fusion, dense_weight=s.dense_weight,
-                    lexical_weight=s.lexical_weight)
+                    lexical_weight=s.lexical_weight, dense_map=dense_map,
+                    lexical_saturation=s.lexical_saturation or None)
 
     def _expand(self, scope: Scope, lexical_query: str, top_id: str, lexical: list[Candidate],
                 filters: Filters, limit: int, weight: float) -> list[Candidate]:
         """Query expansion by pseudo-relevance feedback: the words of the best hit that the
-        query lacks are a second lexical query, added at ``weight`` (both lists scaled to a
-        best of 1).
+        query lacks are a second lexical query, added at ``weight`` (the second list scaled
+        to the first one's best score).
 
         "我刚路过的商场叫什么？" finds "我刚才路过的商场是大润发。"; its new word
         "大润发" then finds "大润发里的东西真全…", which the question never names.
@@ -136,28 +144,32 @@ class Retriever:
             return lexical
         first_best = max(s for _, s in lexical) or 1.0
         second_best = max(s for _, s in second) or 1.0
-        scores = {d: s / first_best for d, s in lexical}
+        scores = dict(lexical)
         for d, s in second:
-            scores[d] = scores.get(d, 0.0) + weight * s / second_best
+            scores[d] = scores.get(d, 0.0) + weight * first_best * s / second_best
         return _best_first(scores)[:limit]
 
     def search(self, scope: Scope, query: str, *, k: int = 10, filters: Filters | None = None,
                recent: Sequence[str] = (), preset: "str | ScoringPreset" = "balanced",
                mode: Mode = "hybrid", now: datetime | None = None, explain: bool = False,
                query_vector: np.ndarray | None = None, touch: bool = True,
-               split: bool | None = None, expansion: float | None = None) -> SearchResult:
-        """Top ``k`` hits for ``query`` in ``scope``.
+               split: bool | None = None, expansion: float | None = None,
+               min_score: float = 0.0, roles: Sequence[str] = ()) -> SearchResult:
+        """Top ``k`` hits for ``query`` in ``scope``, none scoring under ``min_score``.
 
         A compound query ("X? Also, Y?") is searched question by question and each
         candidate keeps its best similarity, so one question cannot crowd the other out
         of the top ``k``. ``query_vector`` is the embedded query and is used when the
         query is a single question. ``split``/``expansion`` override the retriever's
-        settings for this call (``expansion=0`` turns query expansion off).
+        settings for this call (``expansion=0`` turns query expansion off). Hits are
+        units (:mod:`.units`): assistant turns and bare questions weigh less, an
+        acknowledgement comes with the turn it answers, an item takes the slot of the
+        turn it was extracted from; ``roles`` keeps only turns by those roles.
         """
         filters = filters or Filters()
         scoring = get_preset(preset)
         now = now or utcnow()
-        limit = max(self.settings.candidates, k)
+        limit = max(self.settings.candidates, k) * (2 if roles else 1)
         expansion = self.settings.expansion_weight if expansion is None else expansion
         split = self.settings.split_questions if split is None else split
         # bounded work whatever the caller sends: the query is cut, and the questions
@@ -178,20 +190,39 @@ class Retriever:
         lexical_all: dict[str, float] = {}
         dense_all: dict[str, float] = {}
         lexical_queries = []
+        per_question = []
         for question, vector in zip(questions, vectors):
             fused, lexical, dense, lexical_query = self._candidates(
                 scope, question, recent, filters, limit, mode, vector, expansion)
             lexical_queries.append(lexical_query)
-            for f in fused:
-                if f.id not in best or f.similarity > best[f.id].similarity:
-                    best[f.id] = f
+            per_question.append(fused)
             for pool, found in ((lexical_all, lexical), (dense_all, dense)):
                 for d, s in found:
                     pool[d] = max(s, pool.get(d, s))
-        fused = sorted(best.values(), key=lambda f: (-f.similarity, f.id))
+        # each question of a compound query counts as much as the best-matched one: its
+        # best candidate is raised to that one's similarity, the rest in proportion
+        top = max((f[0].similarity for f in per_question if f), default=0.0)
+        for fused in per_question:
+            lift = top / fused[0].similarity if len(per_question) > 1 and fused and \
+                fused[0].similarity > 0 else 1.0
+            for f in fused:
+                if lift != 1.0:
+                    f = replace(f, similarity=min(1.0, f.similarity * lift))
+                if f.id not in best or f.order_key > best[f.id].order_key:
+                    best[f.id] = f
+        fused = sorted(best.values(), key=lambda f: (-f.order_key, f.id))
         infos = self.store.doc_info(scope, [f.id for f in fused])
+        answered_ids = {r for r in (reply_to(i) for i in infos.values()) if r}
+        missing = sorted(answered_ids - infos.keys())
+        answered = {**{i: infos[i] for i in answered_ids if i in infos},
+                    **(self.store.doc_info(scope, missing) if missing else {})}
         boosted = self._named_speaker(query, infos.values())
-        scored = []
+        about_assistant = asks_about_assistant(query)
+        weigh = partial(role_weight, query_is_question=is_question(query),
+                        about_assistant=about_assistant,
+                        assistant_weight=self.settings.assistant_weight,
+                        question_weight=self.settings.question_weight)
+        units, parts_of = [], {}
         for f in fused:
             info = infos.get(f.id)
             if info is None:  # deleted between the two reads
@@ -199,21 +230,47 @@ class Retriever:
             score, fresh, layer_weight = final_score(f.similarity, info.created_at, info.importance,
                                                      info.layer.value, now, scoring)
             boost = 1.0 + self.settings.speaker_boost if boosted and boosted in info.tags else 1.0
-            score *= boost
-            parts = ScoreParts(similarity=f.similarity, dense=f.dense, lexical=f.lexical,
-                               recency=fresh, importance=info.importance, layer_weight=layer_weight,
-                               dense_rank=f.dense_rank, lexical_rank=f.lexical_rank,
-                               preset=scoring.name, boost=boost)
-            scored.append(SearchHit(id=info.id, layer=info.layer, text=info.text, score=score,
-                                    parts=parts, created_at=info.created_at,
-                                    session_id=info.session_id,
-                                    kind=Kind(info.kind) if info.kind else None))
-        scored.sort(key=lambda h: (-h.score, h.id))
-        hits = scored[:k]
+            weight = weigh(info)
+            parts_of[info.id] = ScoreParts(
+                similarity=f.similarity, dense=f.dense, lexical=f.lexical, recency=fresh,
+                importance=info.importance, layer_weight=layer_weight, dense_rank=f.dense_rank,
+                lexical_rank=f.lexical_rank, preset=scoring.name, boost=boost, role_weight=weight)
+            order = score if f.order is None else final_score(
+                f.order, info.created_at, info.importance, info.layer.value, now, scoring)[0]
+            units.append(Unit(info.id, info, score * boost * weight, weight, info.text,
+                              role_of(info), similarity=f.similarity,
+                              weak=is_weak(info, query, about_assistant=about_assistant),
+                              rank=order * boost * weight))
+        merged = merge_units(units, answered, {i: weigh(a) for i, a in answered.items()},
+                             {i: is_weak(a, query, about_assistant=about_assistant)
+                              for i, a in answered.items()}, roles)
+        merged = [u for u in merged if u.score >= min_score]
+        reranked: dict[str, float] = {}
+        if self.reranker is not None and self.settings.rerank_k > 0 and len(merged) > 1:
+            head = merged[:self.settings.rerank_k]
+            scores = self.reranker.rerank(query, [u.text for u in head])
+            reranked = {u.id: float(x) for u, x in zip(head, scores)}
+            head = sorted(head, key=lambda u: -reranked[u.id])
+            merged = head + merged[len(head):]
+        hits = []
+        for unit in merged:
+            if unit.score < min_score:
+                continue
+            parts = parts_of[unit.parts_id]
+            if unit.weight != parts.role_weight or unit.id in reranked:
+                parts = replace(parts, role_weight=unit.weight, rerank=reranked.get(unit.id))
+            hits.append(SearchHit(id=unit.id, layer=unit.info.layer, text=unit.text, score=unit.score,
+                                  parts=parts, created_at=unit.info.created_at,
+                                  session_id=unit.info.session_id,
+                                  kind=Kind(unit.info.kind) if unit.info.kind else None,
+                                  role=unit.role, merged_ids=unit.merged))
+            if len(hits) == k:
+                break
         if log.isEnabledFor(logging.INFO):
             log.info("search %r for %r (%s, %d question(s)): %d lexical + %d dense candidates "
-                     "-> %d fused -> top %d%s", query[:80], scope.user_id, mode, len(questions),
-                     len(lexical_all), len(dense_all), len(fused), len(hits),
+                     "-> %d fused -> %d units -> top %d%s", query[:80], scope.user_id, mode,
+                     len(questions), len(lexical_all), len(dense_all), len(fused), len(merged),
+                     len(hits),
                      "".join(f"\n  {h.score:.3f} [{h.layer.value}] {h.text[:70]}" for h in hits[:5]))
         if touch:
             items = [h.id for h in hits if h.layer is Layer.SEMANTIC]

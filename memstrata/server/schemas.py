@@ -98,6 +98,8 @@ class PartsOut(_Out):
     lexical_rank: int | None
     preset: str
     boost: float
+    role_weight: float
+    rerank: float | None
 
 
 class HitOut(_Out):
@@ -109,6 +111,8 @@ class HitOut(_Out):
     created_at: str
     session_id: str | None
     kind: KindName | None
+    role: str | None
+    merged_ids: list[str]
 
 
 class HitsOut(_Out):
@@ -229,6 +233,7 @@ class ContextReportOut(_Out):
     recall: str
     trigger: str | None
     kept_ids: list[str]
+    reasons: dict[str, str]
     memory_tokens: int
     dropped: list[DroppedOut]
 
@@ -359,6 +364,9 @@ class SearchIn(_In):
     scoring: str | None = Field(None, description="Scoring preset (default: the scoring setting)")
     mode: Literal["hybrid", "lexical", "dense"] = "hybrid"
     now: str | None = Field(None, description="ISO-8601 time recency is measured from")
+    min_score: float = Field(0.0, description="Leave out hits scoring under this")
+    roles: list[Literal["user", "assistant", "tool"]] = Field(
+        default_factory=list, description="Only turns by these roles (items count as the user's)")
 
 
 class ContextIn(_In):
@@ -376,6 +384,11 @@ class ContextIn(_In):
     k: int = 10
     policy: Literal["repair", "strict"] = "repair"
     tokenizer: TokenizerName | None = Field(None, description="Tokenizer (default: estimate)")
+    filters: Filter | None = None
+    min_score: float | None = Field(None, description="Recall no memory scoring under this "
+                                                      "(default: the recall_min_score setting)")
+    roles: list[Literal["user", "assistant", "tool"]] = Field(
+        default_factory=list, description="Recall only turns by these roles")
 
 
 class RememberIn(_In):

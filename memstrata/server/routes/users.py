@@ -66,7 +66,8 @@ def _search_request(body: s.SearchIn) -> SearchRequest:
     filters = body.filters.model_dump(exclude_none=True) if body.filters else None
     now = parse_time(body.now, what="now") if body.now is not None else None
     return SearchRequest.build(body.query, filters=filters, recent=body.recent, k=body.k,
-                               scoring=body.scoring, mode=body.mode, now=now)
+                               scoring=body.scoring, mode=body.mode, now=now,
+                               min_score=body.min_score, roles=body.roles)
 
 
 @router.post("/search", response_model=s.HitsOut, tags=["memory"], name="users.search",
@@ -89,7 +90,8 @@ def context(user_id: UserId, body: s.ContextIn, who: CurrentPrincipal, svc: Svc)
     """System messages, core profile, session summary, recalled memories and the recent
     turns, trimmed to ``budget`` tokens with per-layer quotas; the report says what each
     layer cost and what was dropped."""
-    fields = body.model_dump(exclude={"session_id", "messages"})
+    fields = body.model_dump(exclude={"session_id", "messages", "filters"})
+    fields["filters"] = body.filters.model_dump(exclude_none=True) if body.filters else None
     request = ContextRequest.build(body.session_id, body.messages, **fields)
     return who.user(svc, user_id, write=False).context(request).to_dict()
 

@@ -1,0 +1,194 @@
+"""Retrieval units: who said a hit, what it stands for, and what it may not crowd out (pure).
+
+A search scores index documents; the prompt needs *units*:
+
+* **Roles.** The assistant's turns are the agent's own words — including its wrong
+  guesses — so they weigh ``assistant_weight`` (default 0.5) unless the query asks what
+  the assistant said ("what did you recommend…"). A turn that only asks a question
+  weighs ``question_weight`` (0.6) when the query is a question too: "which language do I
+  use now?" asked last week is not evidence of the answer.
+* **Weak units last.** An assistant turn (unless asked about) and an earlier copy of the
+  question (a question turn with no word the query lacks) never outrank a user
+  statement, exchange or memory item that matches (similarity ≥ :data:`MATCHING`):
+  they come after all of those, whatever their score, and among themselves by score.
+* **Exchanges.** A low-information turn ("OK.", "Nice!", "好的", "为什么？") is not a unit
+  of its own. Its vector and its context field carry the turn it answers, so it is often
+  *found*; it is then shown with that turn, as one hit whose id is the answered turn's
+  and whose ``merged_ids`` hold the acknowledgement, scored as the answered turn
+  (its role, its question weight) at the better of the two scores.
+* **Items first.** When a memory item and the turn it was extracted from both match
+  (the item's own similarity ≥ :data:`MATCHING`), they are one unit: the item keeps the
+  better of the two scores and the turn's slot goes (its id is in the item's
+  ``merged_ids``).
+* **Roles filter.** ``roles=("user",)`` keeps the user's turns and the exchanges they
+  lead, and memory items (they are the user's statements); ``("assistant",)`` only the
+  assistant's turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ..stores.base import DocInfo
+from ..text import analyze
+from ..types import Layer
+from .documents import REPLY_TAG, ROLE_TAG, SOURCE_TAG, is_question
+
+__all__ = ["Unit", "role_of", "reply_to", "sources_of", "role_weight", "is_weak", "merge_units",
+           "ROLES", "MATCHING"]
+
+ROLES = ("user", "assistant", "tool")
+
+#: The similarity from which a user statement or item "matches" a query and so ranks
+#: above every weak unit: the calibrated start of the band above unrelated pairs
+#: (:data:`~memstrata.retrieval.calibration.TAIL`).
+MATCHING = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One scored candidate on its way to becoming a hit."""
+
+    id: str
+    info: DocInfo
+    score: float
+    weight: float  # the role/question weight already in ``score``
+    text: str
+    role: str | None
+    merged: tuple[str, ...] = ()
+    similarity: float = 0.0
+    weak: bool = False
+    scored_by: str = ""  # the candidate whose score parts made ``score`` (default: ``id``)
+    rank: float | None = None  # what orders units (the relative fusion); None: ``score``
+
+    @property
+    def order(self) -> float:
+        return self.score if self.rank is None else self.rank
+
+    @property
+    def parts_id(self) -> str:
+        return self.scored_by or self.id
+
+
+def _tag(info: DocInfo, prefix: str) -> list[str]:
+    return [t[len(prefix):] for t in info.tags if t.startswith(prefix)]
+
+
+def role_of(info: DocInfo) -> str | None:
+    """``user``/``assistant``/``tool`` for a turn (``user`` when indexed before roles were
+    tagged), None for items and chunks."""
+    if info.layer is not Layer.EPISODIC:
+        return None
+    found = _tag(info, ROLE_TAG)
+    return found[0] if found else "user"
+
+
+def reply_to(info: DocInfo) -> str | None:
+    """The id of the turn a low-information turn answers, or None."""
+    found = _tag(info, REPLY_TAG)
+    return found[0] if found else None
+
+
+def sources_of(info: DocInfo) -> set[str]:
+    """The ids of the turns an item was extracted from."""
+    return set(_tag(info, SOURCE_TAG))
+
+
+def role_weight(info: DocInfo, *, query_is_question: bool, about_assistant: bool,
+                assistant_weight: float, question_weight: float) -> float:
+    """The weight of a turn for this query (1.0 for items and chunks)."""
+    role = role_of(info)
+    if role is None:
+        return 1.0
+    weight = 1.0
+    if role == "assistant" and not about_assistant:
+        weight *= assistant_weight
+    if query_is_question and is_question(info.text):
+        weight *= question_weight
+    return weight
+
+
+def is_weak(info: DocInfo, query: str, *, about_assistant: bool) -> bool:
+    """An assistant turn (unless the query asks what the assistant said), or a question
+    turn that asks nothing the query does not ask."""
+    role = role_of(info)
+    if role is None:
+        return False
+    if role == "assistant":
+        return not about_assistant
+    if is_question(info.text):
+        words = set(analyze(info.text))
+        return bool(words) and words <= set(analyze(query))
+    return False
+
+
+def _label(info: DocInfo) -> str:
+    names = [t[8:] for t in info.tags if t.startswith("speaker:")]
+    return names[0] if names else (role_of(info) or "user")
+
+
+def exchange_text(first: DocInfo, second: DocInfo) -> str:
+    """What an exchange hit shows: both turns, each with who said it."""
+    return f"[{_label(first)}] {first.text} [{_label(second)}] {second.text}"
+
+
+def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
+                weight_of: "Mapping[str, float]", weak_of: "Mapping[str, bool]",
+                roles: Collection[str] = ()) -> list[Unit]:
+    """Exchanges, items over their source turns and the roles filter; best first, weak
+    units after the matching strong ones.
+
+    ``answered`` holds the DocInfo of every turn a low-information unit answers;
+    ``weight_of`` and ``weak_of`` the role weight and weakness of each of those turns
+    (the exchange takes them).
+    """
+    by_id: dict[str, Unit] = {}
+    for unit in units:
+        target = reply_to(unit.info)
+        first = answered.get(target) if target else None
+        if first is not None:
+            w = weight_of.get(first.id, 1.0)
+            scale = w / unit.weight if unit.weight else w
+            unit = Unit(first.id, first, unit.score * scale, w, exchange_text(first, unit.info),
+                        role_of(first), (unit.id,), unit.similarity, weak_of.get(first.id, False),
+                        unit.parts_id, unit.order * scale)
+        old = by_id.get(unit.id)
+        if old is None:
+            by_id[unit.id] = unit
+            continue
+        best, other = (unit, old) if unit.order > old.order else (old, unit)
+        text = best.text if best.merged or not other.merged else other.text
+        merged = tuple(dict.fromkeys(best.merged + other.merged))
+        by_id[unit.id] = replace(best, text=text, merged=merged)
+    # items over the turns they were extracted from
+    owner: dict[str, str] = {}
+    for unit in by_id.values():
+        if unit.info.layer is Layer.SEMANTIC and unit.similarity >= MATCHING:
+            for source in sources_of(unit.info):
+                owner.setdefault(source, unit.id)
+    for unit in list(by_id.values()):
+        if unit.info.layer is not Layer.EPISODIC:
+            continue
+        item_id = next((owner[i] for i in (unit.id, *unit.merged) if i in owner), None)
+        if item_id is None:
+            continue
+        item = by_id[item_id]
+        merged = tuple(dict.fromkeys(item.merged + (unit.id, *unit.merged)))
+        if unit.order > item.order:
+            item = replace(item, score=max(item.score, unit.score), weight=unit.weight,
+                           similarity=max(item.similarity, unit.similarity),
+                           scored_by=unit.parts_id, rank=unit.order)
+        by_id[item_id] = replace(item, merged=merged)
+        del by_id[unit.id]
+    out = list(by_id.values())
+    if roles:
+        allowed = set(roles)
+        out = [u for u in out if (u.role if u.role is not None else "user") in allowed
+               or (u.role is None and u.info.layer is Layer.KNOWLEDGE)]
+    out.sort(key=lambda u: (-u.order, u.id))
+    strong = [u for u in out if not u.weak and u.similarity >= MATCHING]
+    if not strong:
+        return out
+    placed = {u.id for u in strong}
+    return strong + [u for u in out if u.id not in placed]

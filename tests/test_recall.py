@@ -1,0 +1,181 @@
+"""Conversation-grade recall (issue 15), through the public API on the real default
+embedder (multilingual-e5-small): what an agent loop gets back from search() and
+context() after ordinary user/assistant chats, in English and Chinese."""
+
+from __future__ import annotations
+
+import pytest
+
+from memstrata import Memory, ValidationError
+
+
+@pytest.fixture(scope="module")
+def e5(tmp_path_factory):
+    """One e5 Memory for the module; each test uses users of its own."""
+    path = tmp_path_factory.mktemp("recall") / "m.db"
+    with Memory(f"sqlite:///{path}", embed_on_add="inline") as memory:
+        yield memory
+
+
+def chat(memory, user, *exchanges, session="s"):
+    """Each (user text, assistant reply) pair in a session of its own."""
+    for n, (said, reply) in enumerate(exchanges):
+        memory.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}],
+                   user, f"{session}{n}")
+    memory.flush()
+
+
+ACK = [("en", "I live in Hangzhou.", "OK.", "where do I live", "Hangzhou"),
+       ("zh", "我住在杭州。", "好的", "我住在哪里？", "杭州")]
+
+
+@pytest.mark.parametrize("lang, fact, ack, query, word", ACK)
+def test_an_acknowledgement_is_found_with_the_turn_it_answers(e5, lang, fact, ack, query, word):
+    chat(e5, f"ack-{lang}", (fact, ack))
+    hits = e5.search(query, f"ack-{lang}", filters={"layer": "episodic"})
+    assert hits and word in hits[0].text, [h.text for h in hits]
+    assert all(h.text != ack for h in hits)  # never a bare "OK." in the prompt
+    turns = {m.content: m.id for m in e5.messages(f"ack-{lang}", "s0")}
+    assert hits[0].id == turns[fact] and hits[0].role == "user"
+    assert set(hits[0].ids) == {turns[fact], turns[ack]}  # the exchange: both turns
+    assert len({i for h in hits for i in h.ids}) == sum(len(h.ids) for h in hits)  # one slot each
+    # the items extracted from the fact come first; its turn takes no second slot
+    every = e5.search(query, f"ack-{lang}")
+    assert every[0].layer.value == "semantic" and word in every[0].text
+    assert turns[fact] in every[0].merged_ids
+    assert not any(h.id == turns[fact] for h in every[1:])
+
+
+LANGUAGE = {
+    "en": [("I use Java at work.", "Nice!"),
+           ("I switched our routing service from Java to Go.", "Sweet!"),
+           ("Which language do I use now?", "Your main language was Java.")],
+    "zh": [("我平时工作用Java。", "不错！"),
+           ("我把我们的路由服务从Java换成了Go。", "太好了！"),
+           ("我现在用什么编程语言？", "你的主要语言是Java。")],
+}
+QUESTION = {"en": "Which language do I use now?", "zh": "我现在用什么编程语言？"}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_assistants_wrong_guess_and_the_repeated_question_do_not_outrank_the_users_fact(e5, lang):
+    user = f"lang-{lang}"
+    chat(e5, user, *LANGUAGE[lang])
+    said = {m.content: m for s in ("s0", "s1", "s2") for m in e5.messages(user, s)}
+    switched, question = LANGUAGE[lang][1][0], LANGUAGE[lang][2][0]
+    wrong = LANGUAGE[lang][2][1]
+    hits = e5.search(QUESTION[lang], user, filters={"layer": "episodic"})
+    rank = {i: n for n, h in enumerate(hits) for i in h.ids}
+    assert hits[0].role == "user" and said[switched].id in rank
+    assert rank[said[switched].id] < rank[said[wrong].id]
+    assert rank[said[switched].id] < rank.get(said[question].id, len(hits))
+    assert next(h for h in hits if h.id == said[wrong].id).parts.role_weight == 0.5
+    # with items: the item saying Go ranks above the assistant's "…Java."
+    every = e5.search(QUESTION[lang], user)
+    order = [h.text for h in every]
+    go_item = next(i for i, h in enumerate(every) if h.layer.value == "semantic" and "Go" in h.text)
+    assert go_item < order.index(wrong)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_roles_filter_and_questions_about_the_assistant(e5, lang):
+    user = f"roles-{lang}"
+    chat(e5, user, *LANGUAGE[lang])
+    mine = e5.search(QUESTION[lang], user, roles=["user"], filters={"layer": "episodic"})
+    assert mine and all(h.role == "user" for h in mine)
+    theirs = e5.search(QUESTION[lang], user, roles=["assistant"])
+    assert theirs and all(h.role == "assistant" and h.layer.value == "episodic" for h in theirs)
+    asked = {"en": "What did you say my main language was?", "zh": "你之前说我的主要语言是什么？"}[lang]
+    hit = e5.search(asked, user, roles=["assistant"])[0]
+    assert hit.parts.role_weight == 1.0  # asked what the assistant said: not discounted
+    with pytest.raises(ValidationError, match="roles"):
+        e5.search(QUESTION[lang], user, roles=["bot"])
+    with pytest.raises(ValidationError, match="roles"):
+        e5.search(QUESTION[lang], user, roles="user")
+
+
+@pytest.mark.parametrize("lang, texts, query", [
+    ("en", ["I love hiking in the mountains.", "I enjoy hiking in the hills."], "do I like hiking?"),
+    ("zh", ["我很喜欢去山里徒步。", "我喜欢在山上徒步。"], "我喜欢徒步吗？"),
+])
+def test_near_ties_stay_near_ties_and_a_score_does_not_depend_on_the_other_candidates(e5, lang, texts,
+                                                                                      query):
+    user = f"tie-{lang}"
+    for n, text in enumerate(texts):
+        e5.add(text, user, f"s{n}")
+    e5.flush()
+    hits = e5.search(query, user, filters={"layer": "episodic"}, mode="dense")
+    assert len(hits) == 2
+    dense = [h.parts.dense for h in hits]
+    assert min(dense) > 0.3 and max(dense) - min(dense) < 0.3  # min-max made them 1 and 0
+    before = {h.id: h.parts.dense for h in hits}
+    e5.add({"en": "My car is a blue Volvo.", "zh": "我的车是一辆蓝色的沃尔沃。"}[lang], user, "s9")
+    e5.flush()
+    after = {h.id: h.parts.dense for h in e5.search(query, user, filters={"layer": "episodic"},
+                                                    mode="dense")}
+    assert all(after[i] == pytest.approx(before[i]) for i in before)
+
+
+@pytest.mark.parametrize("lang, facts, query", [
+    ("en", ["User uses Go", "User lives in Hangzhou", "User likes hiking"], "what does the user do"),
+    ("zh", ["用户使用Go", "用户住在杭州", "用户喜欢爬山"], "用户做什么"),
+])
+def test_the_implicit_subject_gives_no_lexical_credit(e5, lang, facts, query):
+    user = f"subject-{lang}"
+    for fact in facts:
+        e5.remember(fact, user, kind="fact")
+    assert e5.search(query, user, mode="lexical") == []
+    word = {"en": "Hangzhou", "zh": "杭州"}[lang]
+    assert [h.text for h in e5.search(word, user, mode="lexical")] == [facts[1]]
+
+
+def test_min_score_on_search(e5):
+    chat(e5, "floor", ("I live in Hangzhou.", "OK."), ("My sister is a nurse.", "Nice!"))
+    hits = e5.search("where do I live", "floor")
+    assert len(hits) >= 2
+    cut = (hits[0].score + hits[-1].score) / 2
+    kept = e5.search("where do I live", "floor", min_score=cut)
+    assert kept and all(h.score >= cut for h in kept) and len(kept) < len(hits)
+    assert e5.search("where do I live", "floor", min_score=5.0) == []
+    for bad in (-1, "high", True):
+        with pytest.raises(ValidationError, match="min_score"):
+            e5.search("where do I live", "floor", min_score=bad)
+
+
+CONTEXT = [("en", "My dog Biscuit is afraid of thunderstorms.", "Poor thing!",
+             "How can I calm my dog during a storm?", "Biscuit", "What's the capital of France?"),
+           ("zh", "我家的狗饼干很怕打雷。", "好可怜！", "打雷的时候我怎么安抚我的狗？", "饼干",
+            "法国的首都是哪里？")]
+
+
+@pytest.mark.parametrize("lang, fact, ack, ask, word, unrelated", CONTEXT)
+def test_context_recalls_memories_without_trigger_words(e5, lang, fact, ack, ask, word, unrelated):
+    user = f"ctx-{lang}"
+    chat(e5, user, (fact, ack), session="old")
+    result = e5.context(user, "now", [{"role": "user", "content": ask}], budget=2000)
+    report = result.report
+    assert report.trigger is None and report.recall in ("semantic", "deep")
+    assert report.layers["memories"] > 0 and report.kept_ids
+    memories = next(m["content"] for m in result.messages if "memories recalled" in m["content"])
+    lines = [line for line in memories.splitlines() if line.startswith("- ")]
+    assert any(word in line for line in lines)
+    assert all(line.split("] ", 1)[-1] != ack for line in lines)  # never a bare acknowledgement
+    assert set(report.reasons) == set(report.kept_ids)
+    assert all("score" in why for why in report.reasons.values())
+    # a turn that has nothing to do with the memory does not bring it in
+    other = e5.context(user, "now", [{"role": "user", "content": unrelated}], budget=2000)
+    assert other.report.layers["memories"] == 0, other.report.reasons
+    # min_score, filters and roles narrow what is recalled
+    none = e5.context(user, "now", [{"role": "user", "content": ask}], budget=2000, min_score=5.0)
+    assert none.report.layers["memories"] == 0
+    turns = e5.context(user, "now", [{"role": "user", "content": ask}], budget=2000,
+                       filters={"layer": "episodic"}, recall="deep")
+    assert turns.report.kept_ids and all("turn of session old" in why
+                                         for why in turns.report.reasons.values())
+    theirs = e5.context(user, "now", [{"role": "user", "content": ask}], budget=2000,
+                        roles=["assistant"], recall="deep")
+    assert all("assistant turn" in why for why in theirs.report.reasons.values())
+    light = e5.context(user, "now", [{"role": "user", "content": ask}], budget=2000, recall="light")
+    assert light.report.recall == "light" and light.report.layers["memories"] == 0
+    with pytest.raises(ValidationError, match="min_score"):
+        e5.context(user, "now", [{"role": "user", "content": ask}], min_score="high")
