@@ -27,7 +27,7 @@ def test_help_everywhere(run):
     for command in ("demo", "add", "search", "list", "import", "bench", "history", "delete"):
         assert command in out.output
         assert run(command, "--help").exit_code == 0
-    for sub in ("locomo", "memdaily", "latency"):
+    for sub in ("locomo", "memdaily", "latency", "chat", "longmemeval", "hostile"):
         assert run("bench", sub, "--help").exit_code == 0
 
 

@@ -279,8 +279,10 @@ def hostile(embedder, chars, tool_bytes, json_out) -> None:
         click.echo(f"| {step} | {row['baseline']['cpu_s']:.3f} | {row['hostile']['cpu_s']:.3f} | "
                    f"{row['hostile']['wall_s']:.3f} |")
     click.echo(f"worst hostile step: {report['worst_hostile_cpu_s']:.3f} s CPU")
+    write_json(report, json_out)
 
 
+@bench.command()
 @click.option("--memdaily", default=None, type=click.Path(exists=True, file_okay=False),
               help="The memdaily/ directory: MemDaily dev trajectories as user/assistant chats.")
 @click.option("--madial", default=None, type=click.Path(exists=True, file_okay=False),
