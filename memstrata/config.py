@@ -233,6 +233,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Characters of a query (or of the user message context() recalls for) that "
             "retrieval reads; a longer one is cut, so its cost stays bounded", low=50,
             high=200_000),
+    Setting("quick_check", True, bool,
+            "Run SQLite's PRAGMA quick_check when a store file is opened (and before compact): "
+            "a damaged file is a StoreError before anything is written to it"),
+    Setting("read_only", False, bool,
+            "Open an SQLite store file read-only: search, list and read work and record no "
+            "access counts; a write is a StoreError; no worker runs"),
 )
 
 
@@ -315,6 +321,8 @@ class Settings:
     compact_wait_s: float = 10.0
     max_query_parts: int = 4
     max_query_chars: int = 1000
+    quick_check: bool = True
+    read_only: bool = False
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

@@ -83,7 +83,8 @@ class Memory:
             embedder=embedder if isinstance(embedder, str) else None,
             llm=llm if isinstance(llm, str) else None, **settings)
         self.store = open_store(store if isinstance(store, Store) else s.store,
-                                index_memory_mb=s.index_memory_mb)
+                                index_memory_mb=s.index_memory_mb, quick_check=s.quick_check,
+                                read_only=s.read_only or None)
         try:
             self._build(embedder, llm)
         except BaseException:
@@ -122,7 +123,8 @@ class Memory:
                                           "consolidate": Consolidator(
                                               self.pipeline, self.session_manager.sessions).run},
                              lease_s=s.job_lease_s, max_attempts=s.job_max_attempts)
-        if s.worker == "thread" and self.store.list_jobs(statuses=UNFINISHED, limit=1):
+        if s.worker == "thread" and not s.read_only \
+                and self.store.list_jobs(statuses=UNFINISHED, limit=1):
             self.worker.start()  # resume what a previous process left pending
 
     def _open_llm(self, llm: "str | LLM | None") -> MeteredLLM | None:
@@ -194,7 +196,7 @@ class Memory:
     # -- background jobs ------------------------------------------------------------------
     def wake_worker(self) -> None:
         """Start the worker thread if it runs in process, and tell it a job is waiting."""
-        if self.settings.worker == "thread":
+        if self.settings.worker == "thread" and not self.settings.read_only:
             self.worker.start()
             self.worker.wake()
 
@@ -225,7 +227,8 @@ class Memory:
         (including jobs a previous process left behind). Raises JobError when one of
         them ended failed (after its last attempt) since the last flush — not for an
         attempt that a retry then finished — or after ``timeout`` seconds."""
-        if self.settings.worker == "thread" and self.store.list_jobs(statuses=UNFINISHED, limit=1):
+        if self.settings.worker == "thread" and not self.settings.read_only \
+                and self.store.list_jobs(statuses=UNFINISHED, limit=1):
             self.worker.start()
         wait_for(self.store, created_before=utcnow(), timeout=timeout, worker=self.worker,
                  inline=self.settings.worker != "thread")

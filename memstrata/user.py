@@ -340,7 +340,8 @@ class UserMemory:
                                   recent=list(request.recent),
                                   preset=request.scoring or m.settings.scoring,
                                   mode=request.mode, now=request.now, explain=explain,
-                                  min_score=request.min_score, roles=request.roles)
+                                  min_score=request.min_score, roles=request.roles,
+                                  touch=not m.settings.read_only)
 
     # -- sessions and context (logic in layers.episodic and layers.context) -----------
     def archive_session(self, session_id: str = "default") -> SessionState:
@@ -427,7 +428,7 @@ class UserMemory:
                           policy=request.policy)  # type: ignore[arg-type]
         kept = set(result.report.kept_ids)
         recalled = [(h.kb, h.id) for h in knowledge if h.id in kept]
-        if recalled:  # settled by the reply passed to add() (R4.3)
+        if recalled and not m.settings.read_only:  # settled by the reply passed to add() (R4.3)
             m.knowledge_base.recalled(self.scope, request.session_id, recalled, text or "")
         return result
 

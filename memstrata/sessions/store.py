@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from ..stores.base import Lifecycle, MessageLog, SessionRecord, SessionRows, SummaryVersion
+from ..stores.policy import damaged
 from ..types import Message, Scope, StructuredSummary, dumps, utcnow
 from .base import DEFAULT_WINDOW_MESSAGES, SessionState, SessionStore
 
@@ -41,7 +42,10 @@ class StoreSessionStore(SessionStore):
         if row is None:
             return SessionState(scope, session_id)
         recent = self.store.get_messages(scope, session_id, start=max(0, row.next_seq - self.window))
-        summary = StructuredSummary.from_dict(json.loads(row.summary)) if row.summary else None
+        try:
+            summary = StructuredSummary.from_dict(json.loads(row.summary)) if row.summary else None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise damaged("session summary", session_id, exc) from exc
         return SessionState(scope, session_id, version=row.version, status=row.status,
                             message_count=row.next_seq, recent=tuple(recent), summary=summary,
                             message_range_end=row.message_range_end, created_at=row.created_at,

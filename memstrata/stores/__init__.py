@@ -20,13 +20,19 @@ __all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "open
            "safe_url"]
 
 
-def _sqlite(url: str, index_memory_mb: float | None = None) -> Store:
+def _sqlite(url: str, index_memory_mb: float | None = None, quick_check: bool | None = None,
+            read_only: bool | None = None) -> Store:
     from .sqlite import open_sqlite
 
-    return open_sqlite(url, index_memory_mb=index_memory_mb)
+    return open_sqlite(url, index_memory_mb=index_memory_mb, quick_check=quick_check,
+                       read_only=read_only)
 
 
-def _postgres(url: str, index_memory_mb: float | None = None) -> Store:
+def _postgres(url: str, index_memory_mb: float | None = None, quick_check: bool | None = None,
+              read_only: bool | None = None) -> Store:  # the server checks its own pages
+    if read_only:
+        raise ConfigError("read_only is for SQLite files; on PostgreSQL connect as a role "
+                          "with SELECT rights only")
     try:
         from .postgres import open_postgres
     except ImportError as exc:
@@ -36,7 +42,7 @@ def _postgres(url: str, index_memory_mb: float | None = None) -> Store:
 
 
 # scheme -> factory; the one table that maps URLs to backends
-BACKENDS: dict[str, Callable[[str, float | None], Store]] = {
+BACKENDS: dict[str, Callable[[str, float | None, bool | None, bool | None], Store]] = {
     "sqlite": _sqlite,
     "memory": _sqlite,
     "postgresql": _postgres,
@@ -44,11 +50,14 @@ BACKENDS: dict[str, Callable[[str, float | None], Store]] = {
 }
 
 
-def open_store(url: "str | Store", *, index_memory_mb: float | None = None) -> Store:
+def open_store(url: "str | Store", *, index_memory_mb: float | None = None,
+               quick_check: bool | None = None, read_only: bool | None = None) -> Store:
     """Open (and migrate) the store a URL names; a Store passes through unchanged.
 
     ``index_memory_mb`` bounds the store's in-process search index (default: the
-    ``index_memory_mb`` setting)."""
+    ``index_memory_mb`` setting); ``quick_check`` runs SQLite's ``PRAGMA quick_check``
+    before anything is written, ``read_only`` opens an SQLite file read-only (defaults:
+    the settings)."""
     if isinstance(url, Store):
         return url
     if not isinstance(url, str) or "://" not in url:
@@ -59,7 +68,7 @@ def open_store(url: "str | Store", *, index_memory_mb: float | None = None) -> S
     if factory is None:
         raise ConfigError(f"unknown store scheme {scheme!r} in {url!r}; known: "
                           f"{', '.join(sorted(BACKENDS))}")
-    return factory(url, index_memory_mb)
+    return factory(url, index_memory_mb, quick_check, read_only)
 
 
 def safe_url(url: str) -> str:

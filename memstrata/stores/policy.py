@@ -7,10 +7,10 @@ PostgreSQL cannot drift apart.
 
 from __future__ import annotations
 
-from ..errors import ConflictError, NotFoundError, ValidationError
+from ..errors import ConflictError, NotFoundError, StoreError, ValidationError
 from ..types import Filters, MemoryItem, Scope, Status
 
-__all__ = ["unstorable", "abandoned",
+__all__ = ["unstorable", "abandoned", "newer_schema", "damaged",
            "JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
            "check_owner", "session_conflict", "message_id_taken", "visible_by_default",
            "default_mask", "SESSION_STATUSES"]
@@ -82,3 +82,16 @@ def unstorable(exc: UnicodeEncodeError) -> ValidationError:
     refused before the statement ran, so nothing was written."""
     return ValidationError(f"a text value holds a lone surrogate ({exc.object[exc.start:exc.end]!r}) "
                            "and cannot be stored as UTF-8; decode the input with errors='replace'")
+
+
+def newer_schema(where: str, unknown: list[str]) -> str:
+    """The error for a store migrated by a newer memstrata."""
+    return (f"{where} was migrated by a newer memstrata (migrations {', '.join(unknown[:5])} are "
+            "unknown to this version); nothing was written to it — upgrade memstrata to open it")
+
+
+def damaged(what: str, row_id: object, exc: Exception) -> StoreError:
+    """The error for a stored row that cannot be decoded."""
+    return StoreError(f"a damaged {what} row ({row_id!r}) cannot be read ({type(exc).__name__}: "
+                      f"{exc}); restore the store from a backup or a `memstrata export`, or delete "
+                      "the row")

@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...errors import StoreError, StoreUnavailableError
 from ...types import dumps
-from ..policy import unstorable
+from ..policy import newer_schema, unstorable
 from .migrations import PG_MIGRATIONS
 
 __all__ = ["PostgresConnection", "explain", "as_json"]
@@ -152,6 +152,9 @@ class PostgresConnection:
                 conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                              "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
                 done = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+                unknown = sorted(done - {name for name, _ in PG_MIGRATIONS})
+                if unknown:
+                    raise StoreError(newer_schema(_where(self.url), unknown))
                 for name, sql in PG_MIGRATIONS:
                     if name not in done:
                         for statement in sql.split(";\n"):

@@ -9,7 +9,9 @@ metadata and usage; ``index`` the FTS5/vector index and its in-process mirrors.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
+from urllib.parse import quote
 
 from ...config import Settings
 from ...errors import StoreError
@@ -17,6 +19,7 @@ from ...types import Scope
 from ..base import CompactReport, Store
 from ..knowledge import KnowledgeRows
 from .admin import SQLiteAdmin
+from .connection import explain
 from .index import SQLiteIndex
 from .rows import SQLiteRows
 
@@ -26,15 +29,28 @@ __all__ = ["SQLiteStore", "open_sqlite"]
 class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, KnowledgeRows, Store):
     """memstrata on one SQLite file or in memory. Open with :func:`open_sqlite`."""
 
+    def __init__(self, path: str, *, index_memory_mb: float = 512.0, read_only: bool = False) -> None:
+        self.read_only = read_only  # read by the connection as it opens the file
+        super().__init__(path, index_memory_mb=index_memory_mb)
+
     def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
         with self.transaction():
             self._delete_scope_docs(scope, semantic_only=not messages)
             self._delete_user_rows(scope, messages=messages)
             self._delete_user_knowledge(scope, documents=messages)
 
+    def quick_check(self) -> None:
+        """``PRAGMA quick_check``: a StoreError naming the first problems when the file's
+        pages are damaged (before anything is written to it)."""
+        problems = [str(r[0]) for r in self._x("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise StoreError(_damaged_file(self.path, problems))
+
     def compact(self, *, wait_s: float = 10.0) -> CompactReport:
         start = time.monotonic()
         with self._lock:
+            if self.path != ":memory:":
+                self.quick_check()  # never rewrite a damaged file
             # FTS5 keeps deleted terms in old segments until they are merged
             self._x("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
             if self.path == ":memory:":
@@ -58,9 +74,13 @@ class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, KnowledgeRows, Store):
                 "finishes — close it and run compact() again"))
 
 
-def open_sqlite(url: str, *, index_memory_mb: float | None = None) -> SQLiteStore:
+def open_sqlite(url: str, *, index_memory_mb: float | None = None,
+                quick_check: bool | None = None, read_only: bool | None = None) -> SQLiteStore:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``memory://``;
-    ``index_memory_mb`` bounds the in-process search index (default: the setting)."""
+    ``index_memory_mb`` bounds the in-process search index, ``quick_check`` checks the
+    file's pages before anything is written (defaults: the settings). A file that fails
+    the check, an SQLite database that is not a memstrata store and one written by a
+    newer memstrata are StoreErrors, and nothing is written to them."""
     if url in ("memory://", "sqlite://", "sqlite:///:memory:"):
         path = ":memory:"
     else:
@@ -68,8 +88,49 @@ def open_sqlite(url: str, *, index_memory_mb: float | None = None) -> SQLiteStor
         if not path:
             raise StoreError(f"bad SQLite URL {url!r}; use sqlite:///path/to/file.db")
         path = os.path.expanduser(path)
-    if index_memory_mb is None:
-        index_memory_mb = Settings.load().index_memory_mb
-    store = SQLiteStore(path, index_memory_mb=index_memory_mb)
-    store.setup()
+    if index_memory_mb is None or quick_check is None or read_only is None:
+        settings = Settings.load()
+        index_memory_mb = settings.index_memory_mb if index_memory_mb is None else index_memory_mb
+        quick_check = settings.quick_check if quick_check is None else quick_check
+        read_only = settings.read_only if read_only is None else read_only
+    if read_only and (path == ":memory:" or not os.path.exists(path)):
+        raise StoreError(f"read_only needs an existing store file, and {path} is none")
+    if path != ":memory:" and os.path.exists(path) and os.path.getsize(path) > 0:
+        _check_file(path, quick=quick_check)
+    store = SQLiteStore(path, index_memory_mb=index_memory_mb, read_only=read_only)
+    try:
+        store.setup()
+    except BaseException:
+        store.close()
+        raise
     return store
+
+
+def _check_file(path: str, *, quick: bool) -> None:
+    """Before the store's own connection touches the file (setting WAL mode rewrites its
+    header): through a read-only connection, refuse a foreign SQLite database and — with
+    ``quick`` — one whose pages fail ``PRAGMA quick_check``."""
+    try:
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise explain(exc, path) from exc
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "schema_migrations" not in tables:
+            raise StoreError(f"{path} is an SQLite database but not a memstrata store (it has the "
+                             f"tables {', '.join(sorted(tables)[:5])}); nothing was written to it "
+                             "— point memstrata at a new file")
+        if quick:
+            problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
+            if problems != ["ok"]:
+                raise StoreError(_damaged_file(path, problems))
+    except sqlite3.Error as exc:
+        raise explain(exc, path) from exc
+    finally:
+        conn.close()
+
+
+def _damaged_file(path: str, problems: list[str]) -> str:
+    return (f"{path} fails SQLite's integrity check ({'; '.join(problems)}); nothing was written "
+            "to it — restore it from a backup or a `memstrata export` copy, or recover it with "
+            "`sqlite3 .recover`")

@@ -9,16 +9,18 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from ...errors import StoreError
 from ...types import Scope
-from ..policy import unstorable
+from ..policy import newer_schema, unstorable
 from .migrations import SQLITE_MIGRATIONS
 
 __all__ = ["SQLiteConnection", "explain"]
@@ -85,11 +87,20 @@ class SQLiteConnection:
             parent = Path(path).expanduser().resolve().parent
             if not parent.is_dir():
                 raise StoreError(f"cannot create {path}: directory {parent} does not exist")
+        # read-only (the read_only setting): the file is opened with mode=ro, so nothing
+        # — not even the journal mode — is written; the store sets the flag before this runs
+        self.read_only = bool(getattr(self, "read_only", False)) and path != ":memory:"
         try:
-            self._conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
-                                         check_same_thread=False)
+            if self.read_only:
+                self._conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro",
+                                             uri=True, timeout=timeout, isolation_level=None,
+                                             check_same_thread=False)
+            else:
+                self._conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                                             check_same_thread=False)
             self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            if not self.read_only:
+                self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
@@ -102,10 +113,29 @@ class SQLiteConnection:
     # -- lifecycle ---------------------------------------------------------------
     def setup(self) -> list[str]:
         applied: list[str] = []
+        if self.read_only:
+            done = {r[0] for r in self._x("SELECT name FROM schema_migrations")}
+            missing = [name for name, _ in SQLITE_MIGRATIONS if name not in done]
+            unknown = sorted(done - {name for name, _ in SQLITE_MIGRATIONS})
+            if unknown:
+                raise StoreError(newer_schema(self.path, unknown))
+            if missing:
+                raise StoreError(f"{self.path} needs migrations ({', '.join(missing[:3])}) that a "
+                                 "read-only store cannot apply; open it once without read_only")
+            return applied
         with self._lock, self.transaction():
+            tables = {r[0] for r in self._x("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and "schema_migrations" not in tables:
+                raise StoreError(
+                    f"{self.path} is an SQLite database but not a memstrata store (it has the "
+                    f"tables {', '.join(sorted(tables)[:5])}); nothing was written to it — "
+                    "point memstrata at a new file")
             self._x("CREATE TABLE IF NOT EXISTS schema_migrations "
                     "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
             done = {r[0] for r in self._x("SELECT name FROM schema_migrations")}
+            unknown = sorted(done - {name for name, _ in SQLITE_MIGRATIONS})
+            if unknown:
+                raise StoreError(newer_schema(self.path, unknown))
             for name, sql in SQLITE_MIGRATIONS:
                 if name in done:
                     continue

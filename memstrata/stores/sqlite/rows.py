@@ -4,11 +4,12 @@ the search index)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import ConflictError
 from ...types import (Filters, ItemVersion, MemoryItem, Message, Role, Scope, UsageRecord, dumps,
@@ -26,6 +27,26 @@ def _ts(value: float) -> datetime:
     return stamp
 
 
+_R = TypeVar("_R")
+
+
+def _decoded(what: str) -> Callable[[Callable[[sqlite3.Row], _R]], Callable[[sqlite3.Row], _R]]:
+    """A row decoder whose failure on a damaged row (bad JSON, a missing or malformed
+    value) is a StoreError naming the row, not a raw JSONDecodeError or KeyError."""
+    def wrap(decode: Callable[[sqlite3.Row], _R]) -> Callable[[sqlite3.Row], _R]:
+        @functools.wraps(decode)
+        def read(row: sqlite3.Row) -> _R:
+            try:
+                return decode(row)
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                keys = row.keys()
+                row_id = row["id"] if "id" in keys else row["session_id"] if "session_id" in keys else "?"
+                raise policy.damaged(what, row_id, exc) from exc
+        return read
+    return wrap
+
+
+@_decoded("memory item")
 def _item_from_row(row: sqlite3.Row) -> MemoryItem:
     data = dict(row)
     for key in ("source_message_ids", "tags", "metadata"):
@@ -35,6 +56,7 @@ def _item_from_row(row: sqlite3.Row) -> MemoryItem:
     return MemoryItem.from_dict(data)
 
 
+@_decoded("message")
 def _message_from_row(row: sqlite3.Row) -> Message:
     return Message(role=Role(row["role"]), content=row["content"],
                    created_at=_ts(row["created_at"]), id=row["id"],
@@ -44,6 +66,7 @@ def _message_from_row(row: sqlite3.Row) -> Message:
                    metadata=json.loads(row["metadata"]) if row["metadata"] else {})
 
 
+@_decoded("job")
 def _job_from_row(row: sqlite3.Row) -> Job:
     return Job(row["id"], row["namespace"], row["user_id"], row["kind"], json.loads(row["payload"]),
                row["status"], row["attempts"], _ts(row["created_at"]), _ts(row["updated_at"]),
@@ -51,6 +74,7 @@ def _job_from_row(row: sqlite3.Row) -> Job:
                json.loads(row["result"]) if row["result"] else None)
 
 
+@_decoded("session")
 def _session_from_row(row: sqlite3.Row) -> SessionRecord:
     return SessionRecord(row["session_id"], _ts(row["created_at"]), _ts(row["updated_at"]),
                          row["status"], row["version"], row["n"], row["summary"],
