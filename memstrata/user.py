@@ -204,17 +204,20 @@ class UserMemory:
         """Import past sessions: ``[{"session_id": ..., "messages": [...]}, ...]``.
 
         Messages keep their original ``created_at``. Raw logs of all sessions are stored
-        first, then indexed in embedding batches (with a progress bar). With ``extract``
-        each session also gets an extraction job (off by default: imports are often
-        benchmarks of raw-turn retrieval).
+        first, in one transaction — an import that fails stores nothing, so retrying it
+        never stores a session twice — then indexed in embedding batches (with a progress
+        bar). With ``extract`` each session also gets an extraction job (off by default:
+        imports are often benchmarks of raw-turn retrieval).
         """
         sessions = list(sessions)
         for i, session in enumerate(sessions):
             if not isinstance(session, Mapping) or "messages" not in session:
                 raise ValidationError(f"session {i} must be a dict with 'messages' "
                                       "(and optionally 'session_id')")
-        results = [self.add(session["messages"], str(session.get("session_id") or f"import-{i}"),
-                            index=False, extract=extract) for i, session in enumerate(sessions)]
+        with self.memory.store.transaction():
+            results = [self.add(session["messages"],
+                                str(session.get("session_id") or f"import-{i}"),
+                                index=False, extract=extract) for i, session in enumerate(sessions)]
         batch = self.memory.settings.embed_batch
         with tqdm(total=sum(len(r.messages) for r in results), desc=f"indexing {self.user_id}",
                   unit="msg", disable=not progress, leave=False) as bar:
