@@ -89,11 +89,17 @@ class SearchRequest:
             if recent:
                 changes["recent"] = tuple(recent)
             return replace(query, **changes) if changes else query
-        if isinstance(recent, str):
-            raise ValidationError("recent must be a list of strings (the last turns), not a string")
+        if recent is None:
+            recent = ()
+        if isinstance(recent, str) or not isinstance(recent, Sequence):
+            raise ValidationError("recent must be a list of strings (the last turns), "
+                                  f"not {type(recent).__name__}")
         if isinstance(options.get("roles"), (list, tuple)):
             options["roles"] = tuple(options["roles"])
-        return cls(query, filters=Filters.build(filters), recent=tuple(recent), **options)
+        try:
+            return cls(query, filters=Filters.build(filters), recent=tuple(recent), **options)
+        except TypeError as exc:  # an unknown option
+            raise ValidationError(f"search: {exc}") from None
 
     def checked(self, max_chars: int) -> "SearchRequest":
         """This request if it is valid; ValidationError saying what to fix otherwise."""

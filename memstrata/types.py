@@ -328,7 +328,9 @@ class Message:
                                   f"{{'role': 'user', 'content': '...'}}, not {type(data).__name__}")
         raw_role = data.get("role")
         try:
-            role = Role(_ROLE_ALIASES.get(raw_role, raw_role))  # type: ignore[arg-type]
+            if not isinstance(raw_role, str):
+                raise ValueError(raw_role)
+            role = Role(_ROLE_ALIASES.get(raw_role, raw_role))
         except ValueError:
             raise ValidationError(
                 f"{where} has role {raw_role!r}; use one of system, developer, user, "

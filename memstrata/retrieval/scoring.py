@@ -67,7 +67,7 @@ def get_preset(name: "str | ScoringPreset") -> ScoringPreset:
         return name
     try:
         return PRESETS[name]
-    except KeyError:
+    except (KeyError, TypeError):  # an unknown name, or not a name at all
         raise ValidationError(f"unknown scoring preset {name!r}; choose one of "
                               f"{', '.join(PRESETS)}") from None
 

@@ -105,7 +105,8 @@ def new_item(scope: Scope, content: Any, *, limit: int, kind: Any = Kind.FACT,
     changes = check_changes({"content": content, "kind": kind, "subject": subject,
                              "attribute": attribute, "value": value, "confidence": confidence,
                              "importance": importance, "tags": tags,
-                             "metadata": dict(metadata or {})}, limit)
+                             "metadata": {} if metadata is None else metadata}, limit)
+    changes["metadata"] = dict(changes["metadata"])
     return MemoryItem(id=new_id("mem"), user_id=scope.user_id, namespace=scope.namespace,
                       created_at=now, updated_at=now, source_session_id=session_id, **changes)
 

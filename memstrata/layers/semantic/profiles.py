@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ...errors import ValidationError
 from ...stores.base import ItemStore, MetaStore, ProfileVersion
-from ...types import Filters, Scope, utcnow
+from ...types import Filters, Scope, check_text, utcnow
 from .profile import Profile, aggregate
 
 __all__ = ["Profiles", "PROFILE_FIELDS"]
@@ -41,11 +41,15 @@ def _check(changes: Mapping[str, Any]) -> None:
                               f"{', '.join(PROFILE_FIELDS)}")
     for key, value in changes.items():
         if key in _LISTS:
-            if value is not None and (isinstance(value, str) or not all(
+            if value is not None and (not isinstance(value, (list, tuple)) or not all(
                     isinstance(v, str) for v in value)):
                 raise ValidationError(f"profile {key} must be a list of strings")
+            for v in value or ():
+                check_text(v, f"profile {key}")
         elif value is not None and not isinstance(value, str):
             raise ValidationError(f"profile {key} must be a string or None")
+        elif value is not None:
+            check_text(value, f"profile {key}")
 
 
 class Profiles:
