@@ -110,6 +110,15 @@ class Consolidator:
                 if c.attribute not in ("notes", "events")]
         now = utcnow()
         with store.transaction():
+            # read again under the write lock: a forget that committed since the reads
+            # above rebuilt the summary and deleted items this text may still quote
+            if self.sessions.load(scope, sid).summary != summary:
+                store.enqueue_job(scope, "consolidate", {"session_id": sid})
+                store.finish_job(job, result={**result, "skipped": True, "stale": True})
+                return
+            items = [i for i in store.list_items(scope, Filters(), limit=10_000)
+                     if i.source_session_id == sid and i.kind is not Kind.EVENT]
+            text = stage_text(sid, parts, [i.content for i in items], lang)
             if text:
                 result["stage"] = self._write_stage(scope, sid, text, lang, now, job.id)
             if distilled:
