@@ -87,8 +87,9 @@ def _known_ids(m: Memory) -> list[str]:
     return [i.id for i in m.user("lin").list(limit=5)]
 
 
-@settings(max_examples=int(os.environ.get("MEMSTRATA_FUZZ_EXAMPLES", 300)), deadline=None,
-          suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+@settings(max_examples=int(os.environ.get("MEMSTRATA_FUZZ_EXAMPLES", 1000)), deadline=None,
+          suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+          derandomize=True)
 @given(user=ID, agent=st.one_of(st.none(), ID), program=st.lists(CALLS, min_size=1, max_size=8),
        pick=st.integers(0, 10))
 def test_the_public_api_raises_only_memstrata_errors(memory, user, agent, program, pick):
@@ -117,8 +118,9 @@ COMMANDS = st.sampled_from(["add", "search", "list", "remember", "history", "del
                             "forget-user", "context", "messages", "profile", "jobs", "import"])
 
 
-@settings(max_examples=int(os.environ.get("MEMSTRATA_FUZZ_EXAMPLES", 200)), deadline=None,
-          suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+@settings(max_examples=int(os.environ.get("MEMSTRATA_FUZZ_EXAMPLES", 300)), deadline=None,
+          suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+          derandomize=True)
 @given(command=COMMANDS, args=CLI_ARGS)
 def test_the_cli_fails_in_one_line(tmp_path_factory, command, args):
     os.environ["MEMSTRATA_STORE"] = f"sqlite:///{tmp_path_factory.getbasetemp() / 'cli-fuzz.db'}"

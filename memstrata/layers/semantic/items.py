@@ -61,7 +61,8 @@ def _kind(value: Any) -> Kind:
 
 
 def _tags(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not all(isinstance(t, str) for t in value or ()):
+    if value is not None and not isinstance(value, (list, tuple, set, frozenset)) \
+            or not all(isinstance(t, str) for t in value or ()):
         raise ValidationError("tags must be a list of strings")
     return tuple(value or ())
 
