@@ -31,6 +31,7 @@ import httpx
 import memstrata.errors as errors
 from .layers.context import ContextResult
 from .layers.episodic import Resume
+from .layers.semantic.forget import ForgetReport
 from .layers.semantic.profile import Profile
 from .requests import ContextRequest, SearchRequest
 from .retrieval.search import SearchResult
@@ -250,11 +251,12 @@ class RemoteUserMemory:
         return [ItemVersion.from_dict(v)
                 for v in self.client.pages(f"{self.base}/items/{_quote(item_id)}/history")]
 
-    def forget(self, item_id: str, *, messages: bool = False) -> None:
-        self._call("DELETE", f"/items/{_quote(item_id)}", params={"messages": messages})
+    def forget(self, item_id: str, *, messages: bool = False) -> ForgetReport:
+        return ForgetReport.from_dict(self._call("DELETE", f"/items/{_quote(item_id)}",
+                                                 params={"messages": messages}))
 
-    def forget_all(self, *, messages: bool = True) -> None:
-        self._call("DELETE", params={"messages": messages})
+    def forget_all(self, *, messages: bool = True) -> ForgetReport:
+        return ForgetReport.from_dict(self._call("DELETE", params={"messages": messages}))
 
     def feedback(self, item_id: str, signal: str) -> MemoryItem:
         return MemoryItem.from_dict(self._call("POST", f"/items/{_quote(item_id)}/feedback",

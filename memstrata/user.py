@@ -273,7 +273,7 @@ class UserMemory:
         extracted from wherever a session store holds them (the turns after them are
         re-embedded, their sessions' summaries rebuilt without them). Bytes leave the
         file at the next :meth:`memstrata.Memory.compact`. Returns what was removed, per
-        store (a :class:`~memstrata.layers.semantic.forget.ForgetReport`; None remotely)."""
+        store (a :class:`~memstrata.layers.semantic.forget.ForgetReport`)."""
         return self.memory.forgetter.forget(self.scope, [item_id], messages=messages)
 
     delete = forget
@@ -282,7 +282,7 @@ class UserMemory:
         """Forget everything of the user (items, versions, jobs, profile, index, cached
         vectors and, with ``messages``, sessions — a Redis session store's keys too — raw
         turns and the user's private knowledge base), then compact the store. Returns
-        what was removed, per store, and how the compaction went (None remotely)."""
+        what was removed, per store, and how the compaction went."""
         if messages:
             self.memory.knowledge_base.forget_private(self.scope)
         return self.memory.forgetter.forget_user(self.scope, messages=messages)

@@ -62,6 +62,9 @@ def _serve(url: str, conn, tiny: bool) -> None:  # runs in a child process
             elif op == "delete":
                 store.delete_messages(SCOPE, [args[0]])
                 conn.send(None)
+            elif op == "forget":
+                store.delete_user(SCOPE)
+                conn.send(None)
             elif op == "search":
                 word, seed = args
                 lexical = [d for d, _ in store.lexical_search(SCOPE, word, Filters(), 10)]
@@ -174,3 +177,28 @@ def test_every_write_of_every_process_is_visible_to_every_other_process(backend)
                                         (SCOPE.namespace, SCOPE.user_id)).fetchone()
         store.close()
         assert floor > 0 and snapshot_rows > 0
+
+
+def test_a_forgotten_scope_written_again_is_seen_right_by_every_process(backend):
+    """forget_user removes the scope's change log and state rows (they name the user);
+    the other processes' mirrors of it must still drop what was forgotten and apply
+    what the user writes afterwards."""
+    url, tiny = backend
+    open_store(url).close()
+    fleet = _Fleet(url, 3, tiny)
+    try:
+        for n in range(8):
+            fleet.ask(n % 3, "write", f"old{n}", f"oldword{n}", 10 + n)
+        for i in range(3):  # every process has the scope's mirror loaded
+            assert fleet.ask(i, "search", "oldword7", 17) == (["old7"], ["old7"])
+        fleet.ask(0, "forget")
+        fleet.ask(1, "write", "new0", "newword0", 50)
+        for i in range(3):
+            assert fleet.ask(i, "search", "oldword7", 17) == ([], [])
+            assert fleet.ask(i, "search", "newword0", 50) == (["new0"], ["new0"])
+        fleet.ask(2, "write", "new1", "newword1", 51)
+        for i in range(3):
+            assert fleet.ask(i, "search", "newword1", 51) == (["new1"], ["new1"])
+            assert fleet.ask(i, "search", "oldword3", 13) == ([], [])
+    finally:
+        fleet.close()

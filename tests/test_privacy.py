@@ -36,10 +36,6 @@ TALK = [{"role": "user", "content": "I'm allergic to kumquats."},
         {"role": "user", "content": "I like tennis."},
         {"role": "assistant", "content": "Great."}]
 SPOKEN = ["Please forget that I'm allergic to kumquats.", "请忘掉我住在翡翠湾这件事"]
-# bookkeeping of the index mirrors (SQLite index_log/index_state, PostgreSQL scope_stats):
-# other processes' mirrors learn of the deletions from these rows, so they keep the
-# scope's key (never content) — the one place a forgotten user's id stays
-INDEX_LOG_TABLES = {"index_log", "index_state", "scope_stats"}
 
 
 def _redis_up() -> bool:
@@ -236,9 +232,12 @@ def test_forget_user_removes_the_user_and_their_session_keys(backend):
         lin.archive_session("s2")  # nothing is written back from a session store
         assert m.store.get_messages(lin.scope, "s2") == []
         _check_clean(m, prefix)
-        named = {t: n for t, rows in _sql_rows(m).items() if t not in INDEX_LOG_TABLES
-                 and (n := sum(USER in r for r in rows))}
+        # the user id itself is gone: from every table (the index's change log and
+        # state rows included) and from the raw bytes of the files
+        named = {t: n for t, rows in _sql_rows(m).items() if (n := sum(USER in r for r in rows))}
         assert named == {}
+        if url.startswith("sqlite"):
+            assert [p for p, data in _sqlite_bytes(url).items() if USER.encode() in data] == []
         if prefix:
             assert [k for k, v in _redis_dump(prefix).items() if USER in k + v] == []
         _assert_kept(m)

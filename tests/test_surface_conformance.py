@@ -14,6 +14,7 @@ from service_fixture import LiveServer
 from memstrata import (AsyncMemory, Client, ConflictError, ContextRequest, ItemVersion, Memory,
                        MemoryItem, NotFoundError, SearchHit, SearchResult, Status, ValidationError)
 from memstrata.layers.context import ContextResult
+from memstrata.layers.semantic.forget import ForgetReport
 from memstrata.stores.base import Job, SessionRecord
 from memstrata.usage import UsageReport
 
@@ -94,7 +95,11 @@ def test_items_versions_and_concurrency(face):
     assert lin.undo(todo.id).status is Status.ACTIVE
     assert todo.content in lin.resume().open_todos
     assert lin.undo(lin.remember("temporary").id) is None  # undoing a creation deletes it
-    lin.forget(pref.id)
+    report = lin.forget(pref.id)  # what was removed, per store: the same on every face
+    assert isinstance(report, ForgetReport) and report.user_id == "lin"
+    assert report.per_store()["store"] == {"items": 1, "turns": 0, "cached_vectors": 2,
+                                           "reembedded": 0, "summaries": 0, "stages": 0,
+                                           "profile": False}
     with pytest.raises(NotFoundError):
         lin.get(pref.id)
     with pytest.raises(NotFoundError):
@@ -170,6 +175,9 @@ def test_profile_jobs_usage_and_forgetting_the_user(face):
     assert isinstance(lin.usage(), UsageReport) and lin.usage().total.calls == 0
     other = face("max")
     other.remember("max's own")
-    lin.forget_all()
+    report = lin.forget_all()
+    assert isinstance(report, ForgetReport) and report.compact is not None
+    assert (report.user_id, report.turns, report.compact.checkpointed) == ("lin", 2, True)
+    assert report.to_dict()["sessions"] == {"backend": "main store", "held": 0, "keys": 0}
     assert lin.sessions() == [] and lin.list() == [] and lin.profile_history() == []
     assert [i.content for i in other.list()] == ["max's own"]

@@ -249,6 +249,41 @@ class ResumeOut(_Out):
     open_todos: list[str]
 
 
+class ForgetStoreOut(_Out):
+    items: int = Field(description="Items removed, with every version and index entry")
+    turns: int = Field(description="Raw turns removed from the main store's log")
+    cached_vectors: int = Field(description="Embedding-cache entries of their texts removed")
+    reembedded: int = Field(description="Neighbouring turns whose vector embedded a forgotten "
+                                        "turn, embedded again")
+    summaries: int = Field(description="Session summaries rebuilt without the forgotten turns")
+    stages: int = Field(description="Stage-summary items that quoted them, removed (and "
+                                    "consolidated again)")
+    profile: bool = Field(description="The profile snapshot was rebuilt or blanked")
+
+
+class ForgetSessionsOut(_Out):
+    backend: str = Field(description="Where recent turns are held: 'main store' or 'redis'")
+    held: int = Field(description="Turns the session store still held, removed")
+    keys: int = Field(description="Session-store keys removed (forgetting a user)")
+
+
+class CompactOut(_Out):
+    checkpointed: bool = Field(description="False when a file may still hold deleted bytes "
+                                           "(see detail)")
+    waited_s: float
+    detail: str
+
+
+class ForgetOut(_Out):
+    """What a forget removed, per store: counts, never content."""
+
+    user_id: str
+    store: ForgetStoreOut
+    sessions: ForgetSessionsOut
+    compact: CompactOut | None = Field(None, description="How the compaction after forgetting "
+                                                         "a user went (absent otherwise)")
+
+
 class UndoOut(_Out):
     item: ItemOut | None = Field(description="The item as it is now (None: undoing a creation "
                                              "deleted it and nothing was reactivated)")

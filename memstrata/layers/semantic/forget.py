@@ -12,7 +12,7 @@ never content).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -78,6 +78,25 @@ class ForgetReport:
         if self.compact is not None:
             out["compact"] = self.compact.to_dict()
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: ``user_id`` and :meth:`per_store` (what the HTTP service
+        answers a forget with)."""
+        return {"user_id": self.user_id, **self.per_store()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ForgetReport":
+        """The inverse of :meth:`to_dict`."""
+        store, sessions = data.get("store") or {}, data.get("sessions") or {}
+        compact = data.get("compact")
+        return cls(str(data["user_id"]), str(sessions.get("backend", "main store")),
+                   **{k: int(store.get(k, 0)) for k in ("items", "turns", "cached_vectors",
+                                                       "reembedded", "summaries", "stages")},
+                   profile=bool(store.get("profile", False)),
+                   held=int(sessions.get("held", 0)), keys=int(sessions.get("keys", 0)),
+                   compact=None if compact is None else CompactReport(
+                       bool(compact["checkpointed"]), float(compact.get("waited_s", 0.0)),
+                       str(compact.get("detail", ""))))
 
     def __str__(self) -> str:
         return "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in part.items())

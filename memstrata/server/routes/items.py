@@ -97,13 +97,13 @@ def update_item(user_id: UserId, item_id: str, body: s.UpdateIn, who: CurrentPri
     return item.to_dict()
 
 
-@router.delete("/items/{item_id}", status_code=204, tags=["items"], name="items.forget",
+@router.delete("/items/{item_id}", response_model=s.ForgetOut, tags=["items"], name="items.forget",
                summary="Forget an item for real: row, versions, index entry, vector")
 def forget_item(user_id: UserId, item_id: str, who: CurrentPrincipal, svc: Svc,
                 messages: Annotated[bool, Query(description="Also the raw turns it came from")] = False,
-                ) -> Response:
-    who.user(svc, user_id, write=True).forget(item_id, messages=messages)
-    return Response(status_code=204)
+                ) -> dict[str, Any]:
+    """Answers what was removed, per store (counts, never content)."""
+    return who.user(svc, user_id, write=True).forget(item_id, messages=messages).to_dict()
 
 
 @router.get("/items/{item_id}/history", response_model=s.VersionPage, tags=["items"],

@@ -133,10 +133,11 @@ def export(user_id: UserId, who: CurrentPrincipal, svc: Svc) -> Response:
     return Response(out.getvalue(), media_type="application/x-ndjson")
 
 
-@router.delete("", status_code=204, tags=["memory"], name="users.forget",
+@router.delete("", response_model=s.ForgetOut, tags=["memory"], name="users.forget",
                summary="Forget the user: every item, version, job, profile edit, index entry "
                        "and vector, and (by default) every session and raw message")
 def forget_user(user_id: UserId, who: CurrentPrincipal, svc: Svc,
-                messages: Annotated[bool, Query(description="Also the raw turns")] = True) -> Response:
-    who.user(svc, user_id, write=True).forget_all(messages=messages)
-    return Response(status_code=204)
+                messages: Annotated[bool, Query(description="Also the raw turns")] = True,
+                ) -> dict[str, Any]:
+    """Answers what was removed, per store, and how the compaction went."""
+    return who.user(svc, user_id, write=True).forget_all(messages=messages).to_dict()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -121,13 +121,23 @@ class PostgresIndex(PostgresConnection):
         transaction: the scope's row stays locked until it commits (see the module)."""
         ns, uid = scope.namespace, scope.user_id
         n = len(seqs)
-        row = self._x("INSERT INTO scope_stats (namespace, user_id, n_docs, total_len, log_seq, "
-                      "logged) VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (namespace, user_id) DO UPDATE "
-                      "SET n_docs=scope_stats.n_docs+excluded.n_docs, "
-                      "total_len=scope_stats.total_len+excluded.total_len, "
-                      "log_seq=scope_stats.log_seq+excluded.log_seq, "
-                      "logged=scope_stats.logged+excluded.logged RETURNING log_seq, logged",
-                      (ns, uid, added, grown, n, n))[0]
+        rows = self._x("UPDATE scope_stats SET n_docs=n_docs+%s, total_len=total_len+%s, "
+                       "log_seq=log_seq+%s, logged=logged+%s WHERE namespace=%s AND user_id=%s "
+                       "RETURNING log_seq, logged", (added, grown, n, n, ns, uid))
+        if not rows:
+            # a scope's first row (a new user, or one forgotten and written again) starts
+            # its log at a fresh epoch, with the floor there: a mirror from before — of
+            # the forgotten user, whose log went with it — is behind that and rebuilds
+            rows = self._x("INSERT INTO scope_stats (namespace, user_id, n_docs, total_len, "
+                           "log_seq, log_floor, logged) SELECT %s,%s,%s,%s, e.base + %s, e.base, %s "
+                           "FROM (SELECT nextval('scope_log_epochs') << 32 AS base) AS e "
+                           "ON CONFLICT (namespace, user_id) DO UPDATE "
+                           "SET n_docs=scope_stats.n_docs+excluded.n_docs, "
+                           "total_len=scope_stats.total_len+excluded.total_len, "
+                           "log_seq=scope_stats.log_seq+excluded.logged, "
+                           "logged=scope_stats.logged+excluded.logged RETURNING log_seq, logged",
+                           (ns, uid, added, grown, n, n))
+        row = rows[0]
         head, logged = int(row["log_seq"]), int(row["logged"])
         self._many("INSERT INTO index_log (namespace, user_id, seq, doc) VALUES (%s,%s,%s,%s)",
                    [(ns, uid, head - n + 1 + i, s) for i, s in enumerate(seqs)])
@@ -174,6 +184,26 @@ class PostgresIndex(PostgresConnection):
                 "SELECT seq FROM docs WHERE namespace=%s AND user_id=%s AND id = ANY(%s) ORDER BY seq",
                 (ns, uid, ids))]
             self._log(scope, seqs, added, grown)
+
+    def set_vectors(self, scope: Scope, vectors: Mapping[str, np.ndarray]) -> None:
+        if not vectors:
+            return
+        ns, uid = scope.namespace, scope.user_id
+        with self.transaction():
+            rows = []
+            for doc_id, vector in sorted(vectors.items()):
+                vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+                rows.append((vec.shape[0], vec, quantize(vec), ns, uid, doc_id))
+            ids = sorted(vectors)
+            self._x("SELECT 1 FROM docs WHERE namespace=%s AND user_id=%s AND id = ANY(%s) "
+                    "ORDER BY id FOR UPDATE", (ns, uid, ids))
+            self._many("UPDATE docs SET dim=%s, embedding=%s, q8=%s WHERE namespace=%s AND "
+                       "user_id=%s AND id=%s", rows)
+            seqs = [int(r["seq"]) for r in self._x(
+                "SELECT seq FROM docs WHERE namespace=%s AND user_id=%s AND id = ANY(%s) ORDER BY seq",
+                (ns, uid, ids))]
+            if seqs:
+                self._log(scope, seqs)
 
     def _delete_docs(self, scope: Scope, ids: Sequence[str]) -> None:
         ns, uid = scope.namespace, scope.user_id
@@ -342,8 +372,9 @@ class PostgresIndex(PostgresConnection):
                                             "user_id=%s AND layer='semantic'", key)]
             self._delete_docs(scope, ids)
             return
-        for table in ("postings", "docs", "index_log"):
+        # the scope's log and stats go too (they name the user): a process behind finds
+        # no head and rebuilds (empty), and a new first row starts a later epoch
+        for table in ("postings", "docs", "index_log", "scope_stats"):
             self._x(f"DELETE FROM {table} WHERE namespace=%s AND user_id=%s", key)
-        # the head moves on and the floor with it: a process behind rebuilds (empty)
-        self._x("UPDATE scope_stats SET n_docs=0, total_len=0, log_seq=log_seq+1, "
-                "log_floor=log_seq+1, logged=0 WHERE namespace=%s AND user_id=%s", key)
+        with self._mirror_lock:
+            self._mirrors.drop(scope.key)

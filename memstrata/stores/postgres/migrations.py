@@ -179,4 +179,17 @@ CREATE TABLE summary_versions (
     PRIMARY KEY (namespace, user_id, session_id, version)
 )
 """),
+    # add(..., idempotency_key=): a digest of the first request with the key and the ids
+    # of its messages (see the SQLite migration); and the epochs a scope's change log
+    # starts from when its scope_stats row is created — again after forget_user removed
+    # it — so a mirror of the forgotten scope is always behind the new floor
+    ("0011_p9_pg_idempotency", """
+CREATE TABLE idempotency_keys (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL, session_id TEXT NOT NULL, message_ids JSONB NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (namespace, user_id, key)
+);
+CREATE SEQUENCE scope_log_epochs START 1
+"""),
 ]

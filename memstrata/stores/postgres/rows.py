@@ -396,7 +396,7 @@ class PostgresRows(PostgresConnection):
 
     def _delete_user_rows(self, scope: Scope, *, messages: bool) -> None:
         key = (scope.namespace, scope.user_id)
-        tables = ("messages", "sessions", "summary_versions") if messages else ()
+        tables = ("messages", "sessions", "summary_versions", "idempotency_keys") if messages else ()
         for table in (*tables, "item_versions", "items", "jobs", "profile_versions", "llm_usage"):
             self._x(f"DELETE FROM {table} WHERE namespace=%s AND user_id=%s", key)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -121,15 +121,18 @@ class SQLiteIndex(SQLiteConnection):
         ns, uid = scope.namespace, scope.user_id
         self._many("INSERT INTO index_log (namespace, user_id, doc) VALUES (?,?,?)",
                    [(ns, uid, r) for r in rowids])
+        # one writer at a time: the entries just added are consecutive
+        first = int(self._scalar("SELECT last_insert_rowid()")) - len(rowids) + 1
         if not any(p[0] == scope.key and p[1] == _LOGGED for p in self._pending):
-            # one writer at a time: the entries just added are consecutive
-            last = self._scalar("SELECT last_insert_rowid()")
-            self._pending.append((scope.key, _LOGGED, int(last) - len(rowids) + 1))
-        row = self._x("INSERT INTO index_state (namespace, user_id, generation, logged, "
-                      "since_snapshot) VALUES (?,?,0,?,?) ON CONFLICT(namespace, user_id) DO UPDATE "
+            self._pending.append((scope.key, _LOGGED, first))
+        # a scope's first state row (a new user, or one forgotten and written again) has
+        # its floor at its first entry: a mirror from before — of the forgotten user,
+        # whose log entries went with it — is older than that and is rebuilt
+        row = self._x("INSERT INTO index_state (namespace, user_id, generation, floor, logged, "
+                      "since_snapshot) VALUES (?,?,0,?,?,?) ON CONFLICT(namespace, user_id) DO UPDATE "
                       "SET logged = logged + excluded.logged, since_snapshot = since_snapshot + "
                       "excluded.since_snapshot RETURNING logged, since_snapshot, snapshot_rows",
-                      (ns, uid, len(rowids), len(rowids))).fetchone()
+                      (ns, uid, first, len(rowids), len(rowids))).fetchone()
         assert row is not None
         logged, since, rows = row
         if since > self._snapshot_due(rows) and rows + since >= self.snapshot_min:
@@ -181,6 +184,25 @@ class SQLiteIndex(SQLiteConnection):
                 written.append(int(rowid))  # type: ignore[arg-type]
             self._log(scope, written)
 
+    def set_vectors(self, scope: Scope, vectors: Mapping[str, np.ndarray]) -> None:
+        if not vectors:
+            return
+        ns, uid = scope.namespace, scope.user_id
+        with self.transaction():
+            written = []
+            for doc_id, vector in sorted(vectors.items()):
+                row = self._x("SELECT rowid FROM docs WHERE namespace=? AND user_id=? AND id=?",
+                              (ns, uid, doc_id)).fetchone()
+                if row is None:
+                    continue
+                vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+                self._x("INSERT OR REPLACE INTO doc_vectors (rowid, namespace, user_id, dim, vec) "
+                        "VALUES (?,?,?,?,?)", (row[0], ns, uid, vec.shape[0], vec.tobytes()))
+                self._x("UPDATE doc_records SET q8=? WHERE rowid=? AND namespace=? AND user_id=?",
+                        (quantize(vec), row[0], ns, uid))
+                written.append(int(row[0]))
+            self._log(scope, written)
+
     def _delete_docs(self, scope: Scope, ids: Sequence[str]) -> None:
         gone = []
         for doc_id in ids:
@@ -204,15 +226,17 @@ class SQLiteIndex(SQLiteConnection):
                                          "AND layer='semantic'", key)]
             self._delete_docs(scope, ids)
             return
-        rowids = [int(r[0]) for r in self._x("SELECT rowid FROM docs WHERE namespace=? AND "
-                                             "user_id=?", key)]
         self._x("DELETE FROM docs_fts WHERE rowid IN (SELECT rowid FROM docs WHERE "
                 "namespace=? AND user_id=?)", key)
         self._x("DELETE FROM doc_vectors WHERE namespace=? AND user_id=?", key)
         self._x("DELETE FROM doc_records WHERE namespace=? AND user_id=?", key)
         self._x("DELETE FROM docs WHERE namespace=? AND user_id=?", key)
-        self._drop_snapshot(scope)
-        self._log(scope, rowids)
+        self._x("DELETE FROM index_snapshots WHERE namespace=? AND user_id=?", key)
+        # the scope's log and state go too (they name the user): a mirror of another
+        # process finds no state row and rebuilds (see _mirror_for)
+        self._x("DELETE FROM index_log WHERE namespace=? AND user_id=?", key)
+        self._x("DELETE FROM index_state WHERE namespace=? AND user_id=?", key)
+        self._mirrors.drop(scope.key)
 
     def _drop_snapshot(self, scope: Scope) -> None:
         """Delete a scope's snapshot with the documents being deleted, in their
@@ -264,8 +288,8 @@ class SQLiteIndex(SQLiteConnection):
             return mirror
         state = self._x("SELECT floor, snapshot_seq, since_snapshot, snapshot_rows FROM index_state "
                         "WHERE namespace=? AND user_id=?", (ns, uid)).fetchone()
-        if mirror is not None and state is not None and state[0] > mirror.seq:
-            mirror = None  # log entries it still needed were pruned
+        if mirror is not None and (state is None or state[0] > mirror.seq):
+            mirror = None  # log entries it still needed were pruned, or the scope forgotten
         if mirror is None and horizon is None:
             mirror = self._load(scope, state)
         if mirror is None:

@@ -183,4 +183,15 @@ CREATE TABLE summary_versions (
     PRIMARY KEY (namespace, user_id, session_id, version)
 )
 """),
+    # add(..., idempotency_key=): what the first add with a key stored — a digest of its
+    # request and the ids of its messages — so a retry returns that instead of storing
+    # the messages again; forgotten with the user (and with the messages it names)
+    ("0011_p9_idempotency", """
+CREATE TABLE idempotency_keys (
+    namespace TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL, session_id TEXT NOT NULL, message_ids TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (namespace, user_id, key)
+)
+"""),
 ]

@@ -436,6 +436,7 @@ class SQLiteRows(SQLiteConnection):
             self._x("DELETE FROM messages WHERE namespace=? AND user_id=?", key)
             self._x("DELETE FROM sessions WHERE namespace=? AND user_id=?", key)
             self._x("DELETE FROM summary_versions WHERE namespace=? AND user_id=?", key)
+            self._x("DELETE FROM idempotency_keys WHERE namespace=? AND user_id=?", key)
         for table in ("item_versions", "items", "jobs", "profile_versions", "llm_usage"):
             self._x(f"DELETE FROM {table} WHERE namespace=? AND user_id=?", key)
 
