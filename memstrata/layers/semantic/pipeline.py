@@ -157,7 +157,7 @@ class Pipeline:
         messages = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
         # the job's turns get their vectors here when add() indexed only their words
         # (embedding is the slow part of a write); from the cache when it did not
-        self.indexer.index_turns(scope, sid, [m for m in messages if m.seq >= lo])
+        self.indexer.embed_turns(scope, sid, [m for m in messages if m.seq >= lo])
         own = [m for m in messages if m.seq >= lo]
         own_ids = {m.id for m in own}
         forgets = {m.id: q for m in own if m.role is Role.USER
