@@ -70,8 +70,9 @@ class AsyncUserMemory:
         return f"AsyncUserMemory(user_id={self.user_id!r}, agent={self.agent_id!r})"
 
     async def add(self, messages: Any, session_id: str = "default", *, index: bool = True,
-                  extract: bool | None = None) -> AddResult:
-        return await _run(self.sync.add, messages, session_id, index=index, extract=extract)
+                  extract: bool | None = None, idempotency_key: str | None = None) -> AddResult:
+        return await _run(self.sync.add, messages, session_id, index=index, extract=extract,
+                          idempotency_key=idempotency_key)
 
     async def messages(self, session_id: str = "default") -> builtins.list[Message]:
         return await _run(self.sync.messages, session_id)

@@ -37,7 +37,7 @@ from .requests import ContextRequest, SearchRequest
 from .retrieval.search import SearchResult
 from .sessions import SessionState
 from .stores.base import Job, ProfileVersion, SessionInfo, SessionRecord
-from .types import Filters, ItemVersion, Kind, MemoryItem, Message, Scope, SearchHit
+from .types import Filters, ItemVersion, Kind, MemoryItem, Message, Scope, SearchHit, check_id
 from .usage import UsageReport
 from .user import SURFACE, AddResult, UserMemory
 
@@ -183,16 +183,24 @@ class RemoteUserMemory:
         return self.client.request(method, self.base + path, **kwargs)
 
     def add(self, messages: Any, session_id: str = "default", *, index: bool = True,
-            extract: bool | None = None) -> AddResult:
+            extract: bool | None = None, idempotency_key: str | None = None) -> AddResult:
         if isinstance(messages, Message):
             messages = messages.to_openai()
         if isinstance(messages, Mapping):
             messages = [messages]
         if isinstance(messages, (list, tuple)):
             messages = [m.to_openai() if isinstance(m, Message) else m for m in messages]
-        body = self._call("POST", "/messages", json={"messages": messages, "session_id": session_id,
-                                                     "index": index, "extract": extract})
-        return AddResult(body["session_id"], [Message.from_dict(m) for m in body["messages"]])
+        if idempotency_key is not None:  # refused here as the server would refuse it
+            check_id(idempotency_key, "idempotency_key")
+            if not idempotency_key.isascii():
+                raise errors.ValidationError("idempotency_key travels in the Idempotency-Key "
+                                             f"header, which is ASCII: not {idempotency_key!r}")
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
+        body = self._call("POST", "/messages", headers=headers,
+                          json={"messages": messages, "session_id": session_id,
+                                "index": index, "extract": extract})
+        return AddResult(body["session_id"], [Message.from_dict(m) for m in body["messages"]],
+                         replayed=bool(body.get("replayed", False)))
 
     def messages(self, session_id: str = "default") -> builtins.list[Message]:
         return [Message.from_dict(m) for m in

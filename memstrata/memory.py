@@ -318,10 +318,11 @@ class Memory:
     # -- the per-user API, by user id (see memstrata.user.UserMemory) ----------------------
     def add(self, messages: Any, user_id: str, session_id: str = "default", *,
             agent_id: str | None = None, index: bool = True,
-            extract: bool | None = None) -> AddResult:
+            extract: bool | None = None, idempotency_key: str | None = None) -> AddResult:
         """:meth:`UserMemory.add` for ``user_id``."""
         return self.user(user_id, agent=agent_id).add(messages, session_id, index=index,
-                                                      extract=extract)
+                                                      extract=extract,
+                                                      idempotency_key=idempotency_key)
 
     def messages(self, user_id: str, session_id: str = "default", *,
                  agent_id: str | None = None) -> builtins.list[Message]:

@@ -16,6 +16,8 @@ into another user's or namespace's memory. :class:`memstrata.Memory`'s methods t
 from __future__ import annotations
 
 import builtins
+import hashlib
+import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -25,10 +27,10 @@ from typing import Any, Protocol
 from tqdm import tqdm
 
 from .config import Settings
-from .errors import ValidationError
+from .errors import ConflictError, ValidationError
 from .knowledge import Knowledge, KnowledgeBase, KnowledgeHit
 from .layers.context import (ContextResult, MemoryLine, Quotas, RecallPolicy, assemble, find_trigger,
-                             recall)
+                             quoted_block, recall)
 from .layers.episodic import Resume, SessionManager
 from .layers.semantic.forget import Forgetter, ForgetReport
 from .layers.semantic.items import ItemWriter, new_item
@@ -36,14 +38,15 @@ from .layers.semantic.pipeline import MaintenanceReport
 from .layers.semantic.profile import Profile, render
 from .layers.semantic.profiles import Profiles
 from .providers.metered import MeteredLLM
+from .quoting import quote_data
 from .requests import ContextRequest, SearchRequest
 from .retrieval.indexer import Indexer
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState
-from .stores.base import Job, ProfileVersion, SessionInfo, Store
+from .stores.base import IdempotentAdd, Job, ProfileVersion, SessionInfo, Store
 from .tokens import get_tokenizer
-from .types import (Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope, SearchHit,
-                    Status, check_id, utcnow)
+from .types import (PARTS, Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
+                    SearchHit, Status, StructuredSummary, check_id, utcnow)
 from .usage import UsageReport, usage_report
 
 __all__ = ["UserMemory", "AddResult", "Engine", "SURFACE", "LOCAL_ONLY"]
@@ -65,10 +68,13 @@ LOCAL_ONLY = ("import_conversation", "enqueue_extraction", "maintain", "reindex"
 
 @dataclass(frozen=True, slots=True)
 class AddResult:
-    """What :meth:`UserMemory.add` stored."""
+    """What :meth:`UserMemory.add` stored. ``replayed``: a retry with the idempotency
+    key of an add that was stored before, answered with what that add stored (nothing
+    was stored again)."""
 
     session_id: str
     messages: list[Message]
+    replayed: bool = False
 
     @property
     def message_ids(self) -> builtins.list[str]:
@@ -89,6 +95,43 @@ def _parse_messages(messages: Any, max_chars: int) -> builtins.list[Message]:
 
 def _check_session(session_id: Any) -> str:
     return check_id(session_id, "session_id")
+
+
+def add_fingerprint(session_id: str, messages: Sequence[Message]) -> str:
+    """The digest an idempotency key is recorded with: the session and each message's
+    role, content, name, tool calls and metadata (not its time, which defaults to now
+    and so differs on every retry)."""
+    canonical = [{**m.to_openai(), "metadata": dict(m.metadata)} for m in messages]
+    data = json.dumps([session_id, canonical], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _replayed(message: Message) -> dict[str, Any]:
+    """A stored turn as context() sends it again: a system turn stored in the session
+    is quoted data in a block of its own, never a system message with its authority."""
+    if message.role is Role.SYSTEM:
+        return {"role": "system", "content": quoted_block(
+            "a system message stored in this session's log, replayed", message.content or "")}
+    return message.to_openai()
+
+
+def _quoted_profile(profile: Profile) -> Profile:
+    """The profile with every field through :func:`~memstrata.quoting.quote_data` (one
+    line each: a line break in a field must not start a line of the prompt)."""
+    def each(values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(q for v in values if (q := quote_data(v)))
+
+    return replace(profile, name=quote_data(profile.name) if profile.name else profile.name,
+                   role=quote_data(profile.role) if profile.role else profile.role,
+                   goals=each(profile.goals), current=each(profile.current),
+                   preferences=each(profile.preferences), people=each(profile.people),
+                   language=quote_data(profile.language) if profile.language else profile.language)
+
+
+def _quoted_summary(summary: StructuredSummary) -> StructuredSummary:
+    """The session summary with every part through :func:`~memstrata.quoting.quote_data`."""
+    return StructuredSummary.clipped(max_chars=summary.max_chars, version=summary.version,
+                                     **{p: quote_data(getattr(summary, p)) for p in PARTS})
 
 
 class Engine(Protocol):
@@ -145,7 +188,7 @@ class UserMemory:
 
     # -- raw turns ------------------------------------------------------------------
     def add(self, messages: Any, session_id: str = "default", *, index: bool = True,
-            extract: bool | None = None) -> AddResult:
+            extract: bool | None = None, idempotency_key: str | None = None) -> AddResult:
         """Store chat messages in a session's log and index them.
 
         Takes OpenAI-format messages (``tool_calls``/``tool_call_id`` included), one
@@ -158,17 +201,40 @@ class UserMemory:
         transaction and runs in the background (:meth:`memstrata.Memory.flush` waits
         for it). The turns are searchable by their words at once; with
         ``embed_on_add="background"`` (the default) that job also embeds them.
+
+        With ``idempotency_key`` (any id-like string the caller picks per logical add,
+        say a request id) a retry never stores the messages twice: the key is recorded
+        with the messages, in their transaction, and an add with a key already recorded
+        returns what that add stored (``replayed=True``; indexing it missed, say because
+        the embedder failed after the commit, is done now). The same key with other
+        messages or another session is a :class:`~memstrata.errors.ValidationError`.
+        Keys are per user, kept until the user is forgotten. (A Redis session store
+        holds the turns outside the main store's transaction: a failure between its
+        write and the key's is the one case a retry can store them again.)
         """
         m = self.memory
         if extract is None:
             extract = m.settings.extraction != "off"
         session_id = _check_session(session_id)
         parsed = _parse_messages(messages, m.settings.max_message_chars)
+        key = None if idempotency_key is None else check_id(idempotency_key, "idempotency_key")
+        fingerprint = add_fingerprint(session_id, parsed) if key is not None else ""
+        if key is not None and (prior := m.store.idempotent_add(self.scope, key)) is not None:
+            return self._replay(prior, fingerprint, session_id, index)
         manager = m.session_manager
-        with m.store.transaction():  # the raw turns and their extraction job: one unit
-            _, stored = manager.append(self.scope, session_id, parsed)
-            job = (m.enqueue_extract(self.scope, session_id, stored[0].seq, stored[-1].seq)
-                   if extract and stored and not manager.sessions.hot_log else None)
+        try:
+            with m.store.transaction():  # the raw turns, their extraction job and key: one unit
+                _, stored = manager.append(self.scope, session_id, parsed)
+                job = (m.enqueue_extract(self.scope, session_id, stored[0].seq, stored[-1].seq)
+                       if extract and stored and not manager.sessions.hot_log else None)
+                if key is not None:
+                    m.store.record_idempotent_add(self.scope, IdempotentAdd(
+                        key, fingerprint, session_id, tuple(msg.id for msg in stored), utcnow()))
+        except ConflictError:
+            # a concurrent add with the same key committed first: answer with its result
+            if key is None or (prior := m.store.idempotent_add(self.scope, key)) is None:
+                raise
+            return self._replay(prior, fingerprint, session_id, index)
         if index:
             # with an extraction job coming, the words are indexed now and the vectors by
             # the job: embedding is most of a write's cost (see docs/benchmarks.md)
@@ -186,6 +252,25 @@ class UserMemory:
         log.info("add %d message(s) to %r/%s%s", len(stored), self.user_id, session_id,
                  " (extraction queued)" if job is not None else "")
         return AddResult(session_id, stored)
+
+    def _replay(self, prior: IdempotentAdd, fingerprint: str, session_id: str,
+                index: bool) -> AddResult:
+        """The result of the add ``prior`` recorded, for a retry with its key."""
+        if prior.fingerprint != fingerprint:
+            raise ValidationError(
+                f"idempotency key {prior.key!r} was used on {prior.created_at:%Y-%m-%d %H:%M:%S} "
+                f"UTC for an add of other messages (to session {prior.session_id!r}); a retry "
+                "must send the same messages to the same session — use a new key for a new add")
+        wanted = set(prior.message_ids)
+        stored = [msg for msg in self.messages(session_id) if msg.id in wanted]
+        if index and stored:  # what the first attempt committed but did not index
+            indexed = self.memory.store.doc_info(self.scope, [msg.id for msg in stored])
+            missing = [msg for msg in stored if msg.id not in indexed and msg.role is not Role.SYSTEM]
+            if missing:
+                self.memory.indexer.index_turns(self.scope, session_id, missing)
+        log.info("add to %r/%s replayed for idempotency key %r (%d message(s))", self.user_id,
+                 session_id, prior.key, len(stored))
+        return AddResult(session_id, stored, replayed=True)
 
     def messages(self, session_id: str = "default") -> builtins.list[Message]:
         """A session's raw log, in order (with messages a Redis session still holds)."""
@@ -390,7 +475,7 @@ class UserMemory:
         m = self.memory
         state = m.session_manager.sessions.load(self.scope, request.session_id)
         sent = list(request.messages) if request.messages is not None \
-            else [msg.to_openai() for msg in state.recent]
+            else [_replayed(msg) for msg in state.recent]
         text = request.query
         if text is None:
             users = [Message.from_dict(msg, index=i) for i, msg in enumerate(sent)]
@@ -418,8 +503,8 @@ class UserMemory:
 
         lines, recalled_by = recall(search, text or "", mode=request.recall, trigger=trigger,
                                     policy=policy, session_id=request.session_id)
-        summary = state.summary.render() if state.summary is not None and state.status == "open" \
-            else None
+        summary = _quoted_summary(state.summary).render() \
+            if state.summary is not None and state.status == "open" else None
         knowledge = self._knowledge(text or "", request.quotas)
         result = assemble(sent, budget=request.budget, profile=self._profile_text(),
                           summary=summary, memories=lines, quotas=request.quotas,
@@ -447,7 +532,7 @@ class UserMemory:
         profile = self.profile()
         if profile.is_empty:
             return None
-        return render(profile, "zh" if profile.language == "zh" else "en")
+        return render(_quoted_profile(profile), "zh" if profile.language == "zh" else "en")
 
     # -- write path and maintenance -------------------------------------------------------
     def enqueue_extraction(self, session_id: str, *, from_seq: int = 0) -> Job | None:

@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memstrata"
 RANKS: dict[str, float] = {
     "memstrata.errors": 0,
     "memstrata.text": 1,
+    "memstrata.quoting": 1.5,  # the one quoting function for prompts (pure, stdlib only)
     "memstrata.types": 2,
     "memstrata.config": 2,
     "memstrata.tokens": 3,

@@ -46,7 +46,8 @@ MESSAGES = st.one_of(TEXT, MESSAGE, st.lists(MESSAGE, max_size=4))
 ID = st.one_of(st.sampled_from(["lin", "kai", "我", "default"]), TEXT, VALUE)
 
 CALLS = st.one_of(
-    st.tuples(st.just("add"), st.tuples(MESSAGES, ID), st.fixed_dictionaries({})),
+    st.tuples(st.just("add"), st.tuples(MESSAGES, ID), st.fixed_dictionaries(
+        {}, optional={"idempotency_key": st.one_of(st.sampled_from(["req-1", "req-2"]), ID)})),
     st.tuples(st.just("search"), st.tuples(TEXT), st.fixed_dictionaries(
         {}, optional={"k": VALUE, "mode": VALUE, "filters": VALUE, "recent": VALUE,
                       "scoring": VALUE})),

@@ -181,3 +181,17 @@ def test_profile_jobs_usage_and_forgetting_the_user(face):
     assert report.to_dict()["sessions"] == {"backend": "main store", "held": 0, "keys": 0}
     assert lin.sessions() == [] and lin.list() == [] and lin.profile_history() == []
     assert [i.content for i in other.list()] == ["max's own"]
+
+
+def test_an_add_retried_with_its_idempotency_key_is_stored_once(face):
+    lin = face("lin")
+    turns = [{"role": "user", "content": "我对花生过敏。"}, {"role": "assistant", "content": "Noted."}]
+    first = lin.add(turns, "s1", idempotency_key="req-42")
+    again = lin.add(turns, "s1", idempotency_key="req-42")
+    assert (first.replayed, again.replayed) == (False, True)
+    assert again.message_ids == first.message_ids
+    assert [m.content for m in lin.messages("s1")] == ["我对花生过敏。", "Noted."]
+    with pytest.raises(ValidationError, match="idempotency key 'req-42'"):
+        lin.add([{"role": "user", "content": "something else"}], "s1", idempotency_key="req-42")
+    with pytest.raises(ValidationError):
+        lin.add(turns, "s1", idempotency_key="bad\nkey")

@@ -22,9 +22,11 @@ is split by quotas, default short-term 40% / long-term 20% / knowledge 40%:
 Memories are reconstructed, not dumped (R6.3): near-duplicates (token Jaccard ≥
 ``merge_threshold``) are merged into one line, lines are shortened when the layer is
 over quota, and the rest is dropped with a reason. Memory text is quoted as data
-(R6.4): inside ``<memory>…</memory>`` after a line saying it is data, with angle
-brackets in the data replaced by look-alikes and line breaks folded, so a stored
-"ignore previous instructions" or a fake closing tag stays inside the quote.
+(R6.4): inside ``<memory>…</memory>`` after a line saying it is data, every piece of it
+through :func:`memstrata.quoting.quote_data` — line breaks folded, invisible and bidi
+controls removed, role-like markers ("system:", "<|im_start|>", "系统：") neutralised,
+angle brackets and look-alikes replaced — so a stored "ignore previous instructions" or
+a fake closing tag stays inside the quote, on its own line of data.
 """
 
 from __future__ import annotations
@@ -34,13 +36,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ValidationError
+from ..quoting import quote_data
 from ..text import analyze
 from ..tokens import REPLY_PRIMING, Tokenizer, count_message
 from ..types import Layer, SearchHit
 from .working import Dropped, Policy, TrimReport, group_messages, trim
 
 __all__ = ["Quotas", "MemoryLine", "ContextReport", "ContextResult", "assemble",
-           "quote_data", "find_trigger", "DEFAULT_TRIGGERS", "RecallPolicy", "recall"]
+           "quote_data", "quoted_block", "find_trigger", "DEFAULT_TRIGGERS", "RecallPolicy",
+           "recall"]
 
 DEFAULT_TRIGGERS = ("上次", "我之前说过", "我的习惯是", "last time", "as I said")
 
@@ -163,16 +167,13 @@ def find_trigger(text: str, triggers: Sequence[str] = DEFAULT_TRIGGERS) -> str |
     return None
 
 
-_ANGLE = str.maketrans({"<": "‹", ">": "›"})
-
-
-def quote_data(text: str) -> str:
-    """Make text safe inside a ``<memory>`` block: one line, no angle brackets."""
-    return " ".join(text.translate(_ANGLE).split())
-
-
 def _block(what: str, tag: str, lines: Sequence[str]) -> str:
     return "\n".join([_PREAMBLE.format(what=what), f"<{tag}>", *lines, f"</{tag}>"])
+
+
+def quoted_block(what: str, text: str, tag: str = "memory") -> str:
+    """``text`` as one quoted data block (a stored system turn replayed, say)."""
+    return _block(what, tag, [quote_data(text)])
 
 
 def _system(content: str) -> dict[str, Any]:

@@ -163,6 +163,8 @@ class SessionStateOut(_Out):
 class AddOut(_Out):
     session_id: str
     messages: list[MessageOut]
+    replayed: bool = Field(False, description="True when an Idempotency-Key of an add stored "
+                                              "before was sent: its messages, not stored again")
 
 
 class ProfileOut(_Out):

@@ -13,7 +13,8 @@ protocol           methods                                                used b
 =================  =====================================================  ==========================
 :class:`Lifecycle`  setup, close, transaction, compact, list_users,        Memory
                     delete_user
-:class:`MessageLog` append_messages, get_messages, delete_messages         sessions, indexer, forget
+:class:`MessageLog` append_messages, get_messages, delete_messages,        sessions, indexer, forget,
+                    idempotent_add, record_idempotent_add                  add
 :class:`SessionRows` list_sessions, get_session, update_session,           sessions (any backend)
                     idle_sessions, restore_session, summary_versions,
                     add_summary_version, delete_summary_versions
@@ -59,7 +60,8 @@ from .knowledge import KnowledgeStore
 __all__ = ["Store", "Lifecycle", "MessageLog", "SessionRows", "ItemStore", "JobQueue",
            "SearchIndex", "VectorCache", "UsageStore", "MetaStore", "IndexDoc", "DocInfo",
            "SessionInfo", "SessionRecord", "Job", "ProfileVersion", "AdminStore", "ApiKey",
-           "AuditEntry", "ROLES", "KnowledgeStore", "CompactReport", "SummaryVersion"]
+           "AuditEntry", "ROLES", "KnowledgeStore", "CompactReport", "SummaryVersion",
+           "IdempotentAdd"]
 
 
 # ---------------------------------------------------------------- values
@@ -298,6 +300,19 @@ class SessionRecord:
                    metadata=dict(data.get("metadata") or {}))
 
 
+@dataclass(frozen=True, slots=True)
+class IdempotentAdd:
+    """What an ``add(..., idempotency_key=key)`` stored: a digest of the request (its
+    session and messages, never their text), the session and the ids of the messages
+    it appended. A retry with the key answers from this instead of storing them again."""
+
+    key: str
+    fingerprint: str
+    session_id: str
+    message_ids: tuple[str, ...]
+    created_at: datetime
+
+
 #: What :meth:`memstrata.Memory.sessions` returns: the session rows.
 SessionInfo = SessionRecord
 
@@ -375,6 +390,16 @@ class MessageLog(Protocol):
     @abstractmethod
     def delete_messages(self, scope: Scope, message_ids: Sequence[str]) -> None:
         """Hard delete raw messages and their index documents."""
+
+    @abstractmethod
+    def idempotent_add(self, scope: Scope, key: str) -> IdempotentAdd | None:
+        """What the add with idempotency key ``key`` stored, or None."""
+
+    @abstractmethod
+    def record_idempotent_add(self, scope: Scope, record: IdempotentAdd) -> None:
+        """Record an add's key (inside the transaction that appends its messages);
+        :class:`~memstrata.errors.ConflictError` when the key is recorded already (a
+        concurrent add with it committed first)."""
 
 
 class SessionRows(Protocol):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from ...requests import ContextRequest, SearchRequest
 from ...stores.transfer import export_jsonl
@@ -20,13 +20,20 @@ router = APIRouter(prefix="/v1/users/{user_id}")
 @router.post("/messages", status_code=201, response_model=s.AddOut, tags=["sessions"],
              name="messages.add", summary="Add messages (the raw turns) to a session")
 def add_messages(user_id: UserId, body: s.AddIn, who: CurrentPrincipal, svc: Svc,
-                 request: Request) -> dict[str, Any]:
+                 request: Request, idempotency_key: Annotated[str | None, Header(
+                     alias="Idempotency-Key",
+                     description="Any id-like string naming this add (a request id): a "
+                                 "retry with it stores nothing again and answers what the "
+                                 "first add stored (replayed: true); with other messages or "
+                                 "another session it is a 422")] = None) -> dict[str, Any]:
     """Stores OpenAI-format messages in the session's log and indexes them; an
     extraction job runs in the background (see the jobs endpoint)."""
     result = who.user(svc, user_id, write=True).add(body.messages, body.session_id,
-                                                    index=body.index, extract=body.extract)
+                                                    index=body.index, extract=body.extract,
+                                                    idempotency_key=idempotency_key)
     audit_target(request, result.session_id)
-    return {"session_id": result.session_id, "messages": to_dicts(result.messages)}
+    return {"session_id": result.session_id, "messages": to_dicts(result.messages),
+            "replayed": result.replayed}
 
 
 @router.get("/sessions", response_model=s.SessionPage, tags=["sessions"], name="sessions.list")

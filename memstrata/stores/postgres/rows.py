@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import ConflictError
 from ...types import Filters, ItemVersion, MemoryItem, Message, Role, Scope, UsageRecord, new_id, utcnow
 from .. import policy
-from ..base import Job, ProfileVersion, SessionRecord, SummaryVersion
+from ..base import IdempotentAdd, Job, ProfileVersion, SessionRecord, SummaryVersion
 from .connection import PostgresConnection, as_json
 
 __all__ = ["PostgresRows", "filter_sql"]
@@ -146,6 +146,28 @@ class PostgresRows(PostgresConnection):
             self._delete_docs(scope, list(message_ids))
             self._x("DELETE FROM messages WHERE namespace=%s AND user_id=%s AND id = ANY(%s)",
                     (scope.namespace, scope.user_id, list(message_ids)))
+
+    def idempotent_add(self, scope: Scope, key: str) -> IdempotentAdd | None:
+        rows = self._x("SELECT key, fingerprint, session_id, message_ids, created_at FROM "
+                       "idempotency_keys WHERE namespace=%s AND user_id=%s AND key=%s",
+                       (scope.namespace, scope.user_id, key))
+        if not rows:
+            return None
+        r = rows[0]
+        return IdempotentAdd(r["key"], r["fingerprint"], r["session_id"],
+                             tuple(r["message_ids"]), r["created_at"])
+
+    def record_idempotent_add(self, scope: Scope, record: IdempotentAdd) -> None:
+        def taken(detail: object) -> Exception:
+            return ConflictError(f"idempotency key {record.key!r} of {scope.user_id!r} was "
+                                 "recorded by a concurrent add; retry to get its result")
+
+        with self.transaction():
+            self._many("INSERT INTO idempotency_keys (namespace, user_id, key, fingerprint, "
+                       "session_id, message_ids, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s)",
+                       [(scope.namespace, scope.user_id, record.key, record.fingerprint,
+                         record.session_id, as_json(list(record.message_ids)), record.created_at)],
+                       taken=taken)
 
     # -- session rows -------------------------------------------------------------------
     def list_sessions(self, scope: Scope) -> list[SessionRecord]:

@@ -15,7 +15,7 @@ from ...errors import ConflictError
 from ...types import (Filters, ItemVersion, MemoryItem, Message, Role, Scope, UsageRecord, dumps,
                       from_timestamp, new_id, utcnow)
 from .. import policy
-from ..base import Job, ProfileVersion, SessionRecord, SummaryVersion, iter_chunks
+from ..base import IdempotentAdd, Job, ProfileVersion, SessionRecord, SummaryVersion, iter_chunks
 from .connection import SQLiteConnection
 
 __all__ = ["SQLiteRows", "filter_clauses"]
@@ -179,6 +179,26 @@ class SQLiteRows(SQLiteConnection):
             for chunk in iter_chunks(message_ids):
                 self._x(f"DELETE FROM messages WHERE namespace=? AND user_id=? AND id IN "
                         f"({','.join('?' * len(chunk))})", (scope.namespace, scope.user_id, *chunk))
+
+    def idempotent_add(self, scope: Scope, key: str) -> IdempotentAdd | None:
+        row = self._x("SELECT key, fingerprint, session_id, message_ids, created_at FROM "
+                      "idempotency_keys WHERE namespace=? AND user_id=? AND key=?",
+                      (scope.namespace, scope.user_id, key)).fetchone()
+        if row is None:
+            return None
+        return IdempotentAdd(row[0], row[1], row[2], tuple(json.loads(row[3])), _ts(row[4]))
+
+    def record_idempotent_add(self, scope: Scope, record: IdempotentAdd) -> None:
+        def taken(detail: object) -> Exception:
+            return ConflictError(f"idempotency key {record.key!r} of {scope.user_id!r} was "
+                                 "recorded by a concurrent add; retry to get its result")
+
+        with self.transaction():
+            self._insert_many("INSERT INTO idempotency_keys (namespace, user_id, key, fingerprint, "
+                              "session_id, message_ids, created_at) VALUES (?,?,?,?,?,?,?)",
+                              [(scope.namespace, scope.user_id, record.key, record.fingerprint,
+                                record.session_id, dumps(list(record.message_ids)),
+                                record.created_at.timestamp())], taken=taken)
 
     # -- session rows -------------------------------------------------------------------
     def list_sessions(self, scope: Scope) -> list[SessionRecord]:
