@@ -277,3 +277,36 @@ def test_compact_reports_a_reader_that_never_lets_go(tmp_path):
         assert m.compact().checkpointed
         assert not Path(str(path) + "-wal").read_bytes()
         reader.close()
+
+
+def test_forget_user_over_http_leaves_the_id_nowhere_not_even_in_the_audit_log(tmp_path):
+    """Through the service: DELETE /v1/users/{u} answers the report; the user's audit
+    entries, the forget request's own included, name a random pseudonym from then on, so
+    neither the tables nor the file's bytes hold the user id."""
+    from service_fixture import LiveServer
+
+    from memstrata import Client
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    with _open(url, "") as m, LiveServer(m) as live:
+        token = live.key("acme", "app")
+        with Client(live.url, token) as client:
+            lin = client.user(USER)
+            lin.add(TALK, "s1", idempotency_key="req-privacy")
+            lin.remember("likes kumquats", kind="preference")
+            client.user("other").add("I like tennis.", "s1")
+            m.flush(timeout=60)
+            report = lin.forget_all()
+            assert report.user_id == USER and report.turns == 6 and report.compact.checkpointed
+            assert report.pseudonym and report.pseudonym.startswith("forgotten-") and report.audit == 2
+        with live.client(token) as c:
+            rows = c.get("/v1/audit").json()["data"]
+        mine = [r for r in rows if r["user_id"] == report.pseudonym]
+        assert [r["action"] for r in mine] == ["users.forget", "items.remember", "messages.add"]
+        assert all(report.pseudonym in r["path"] for r in mine)
+        assert not [r for r in rows if USER in json.dumps(r)]
+        m.compact()
+        named = {t: n for t, rows in _sql_rows(m).items() if (n := sum(USER in r for r in rows))}
+        assert named == {}
+        assert [p for p, data in _sqlite_bytes(url).items() if USER.encode() in data] == []
+        assert _traces(m, None) == {}

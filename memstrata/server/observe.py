@@ -207,12 +207,14 @@ class ServiceMiddleware:
             return
         target = scope.get("memstrata.target") or next(
             (str(params[k]) for k in _TARGETS if k in params), None)
+        user = str(params["user_id"]) if "user_id" in params else scope.get("memstrata.user")
+        path = scope.get("path", "")
+        pseudonym = scope.get("memstrata.forgotten")
+        if pseudonym and user:  # the request that forgot the user: it names them no more
+            path, user = path.replace(f"/users/{user}", f"/users/{pseudonym}"), pseudonym
         entry = AuditEntry(utcnow(), principal.tenant, principal.key.id, principal.role,
-                           scope.get("memstrata.action") or name, method,
-                           scope.get("path", ""), status,
-                           user_id=str(params["user_id"]) if "user_id" in params
-                           else scope.get("memstrata.user"),
-                           target=target, request_id=request_id)
+                           scope.get("memstrata.action") or name, method, path, status,
+                           user_id=user, target=target, request_id=request_id)
         try:
             await anyio.to_thread.run_sync(self.admin.append_audit, entry)
         except Exception:  # the mutation is done; a failed audit write must at least be loud

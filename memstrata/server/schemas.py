@@ -276,6 +276,11 @@ class CompactOut(_Out):
     detail: str
 
 
+class ForgetAuditOut(_Out):
+    entries: int = Field(description="Audit entries of the user, now naming the pseudonym")
+    pseudonym: str = Field(description="The random id the audit log names the user by now")
+
+
 class ForgetOut(_Out):
     """What a forget removed, per store: counts, never content."""
 
@@ -284,6 +289,8 @@ class ForgetOut(_Out):
     sessions: ForgetSessionsOut
     compact: CompactOut | None = Field(None, description="How the compaction after forgetting "
                                                          "a user went (absent otherwise)")
+    audit: ForgetAuditOut | None = Field(None, description="Forgetting a user: their audit "
+                                                           "entries, pseudonymised")
 
 
 class UndoOut(_Out):

@@ -28,8 +28,8 @@ protocol           methods                                                used b
 :class:`UsageStore`   record_llm_usage, llm_usage, version_actors           metered LLM, usage report
 :class:`MetaStore`  get_meta, set_meta, profile_versions,                  profile, embedder check
                     add_profile_version
-:class:`AdminStore` put_key, get_key, list_keys, revoke_key,               the HTTP service
-                    append_audit, list_audit, hit_rate
+:class:`AdminStore` put_key, get_key, list_keys, revoke_key,               the HTTP service,
+                    append_audit, list_audit, pseudonymise_audit, hit_rate  forget_user
 :class:`~.knowledge.KnowledgeStore`  write_knowledge, get/list/delete      the knowledge base
                     documents, knowledge_chunks, usage and recalls
 =================  =====================================================  ==========================
@@ -241,7 +241,8 @@ class ApiKey:
 class AuditEntry:
     """One mutation made through the HTTP service: who (key, role), when, what (action,
     target, HTTP method and path), on which user, and how it ended (status). Content is
-    never recorded: forgetting a user leaves only ids here. ``seq`` is assigned by the
+    never recorded, and forgetting a user replaces their id with a pseudonym
+    (:meth:`AdminStore.pseudonymise_audit`). ``seq`` is assigned by the
     store and orders the log."""
 
     at: datetime
@@ -631,6 +632,12 @@ class AdminStore(Protocol):
                    before_seq: int | None = None, limit: int = 100) -> list[AuditEntry]:
         """A tenant's audit entries, newest first, narrowed by user, key, action (a prefix:
         ``items`` matches ``items.update``), time, and ``seq < before_seq`` (pagination)."""
+
+    @abstractmethod
+    def pseudonymise_audit(self, tenant: str, user_id: str, pseudonym: str) -> int:
+        """Replace a forgotten user's id in the tenant's audit entries — their
+        ``user_id`` and the paths that name it — with ``pseudonym``; returns how many
+        entries changed. The log keeps what was done, no longer to whom."""
 
     @abstractmethod
     def hit_rate(self, bucket: str, window: int) -> int:

@@ -12,6 +12,7 @@ never content).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,7 +21,7 @@ from ...providers.embedders import Embedder, content_hash
 from ...retrieval.documents import window_texts
 from ...retrieval.indexer import Indexer
 from ...sessions.base import SessionStore
-from ...stores.base import (CompactReport, ItemStore, JobQueue, Lifecycle, MessageLog, MetaStore,
+from ...stores.base import (AdminStore, CompactReport, ItemStore, JobQueue, Lifecycle, MessageLog, MetaStore,
                             SessionRows, VectorCache)
 from ...types import Filters, Kind, Message, Role, Scope, Status
 from .consolidate import consolidated_key, stage_attribute
@@ -33,7 +34,7 @@ _EVERY_STATUS = Filters(statuses=tuple(Status))
 
 
 class _ForgetBackend(ItemStore, MessageLog, SessionRows, VectorCache, Lifecycle, JobQueue, MetaStore,
-                     Protocol):
+                     AdminStore, Protocol):
     """What forgetting needs of a store."""
 
 
@@ -52,7 +53,8 @@ class ForgetReport:
     those sessions, which quoted them: deleted, and a ``consolidate`` job queued to build
     them again), ``profile`` (snapshot rebuilt or blanked). ``sessions``: turns the
     session store still ``held`` (Redis) and ``keys`` it removed. ``compact``: how the
-    compaction went (``forget_user`` only)."""
+    compaction went, and ``audit``: how many audit entries of the HTTP service now name
+    ``pseudonym`` (a random id) instead of the user (``forget_user`` only)."""
 
     user_id: str
     sessions_backend: str = "main store"
@@ -66,6 +68,8 @@ class ForgetReport:
     held: int = 0
     keys: int = 0
     compact: CompactReport | None = None
+    audit: int = 0
+    pseudonym: str | None = None
 
     def per_store(self) -> dict[str, dict[str, Any]]:
         """The report as ``{"store": {...}, "sessions": {...}, "compact": {...}}``."""
@@ -77,6 +81,8 @@ class ForgetReport:
             "sessions": {"backend": self.sessions_backend, "held": self.held, "keys": self.keys}}
         if self.compact is not None:
             out["compact"] = self.compact.to_dict()
+        if self.pseudonym is not None:
+            out["audit"] = {"entries": self.audit, "pseudonym": self.pseudonym}
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,7 +102,9 @@ class ForgetReport:
                    held=int(sessions.get("held", 0)), keys=int(sessions.get("keys", 0)),
                    compact=None if compact is None else CompactReport(
                        bool(compact["checkpointed"]), float(compact.get("waited_s", 0.0)),
-                       str(compact.get("detail", ""))))
+                       str(compact.get("detail", ""))),
+                   audit=int((data.get("audit") or {}).get("entries", 0)),
+                   pseudonym=(data.get("audit") or {}).get("pseudonym"))
 
     def __str__(self) -> str:
         return "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in part.items())
@@ -267,6 +275,10 @@ class Forgetter:
             report.cached_vectors = len(hashes)
         if messages and self.sessions is not None:
             report.keys = self.sessions.forget_user(scope)
+        if messages:  # the audit log keeps what was done, under a random id
+            report.pseudonym = f"forgotten-{uuid.uuid4().hex[:12]}"
+            report.audit = self.store.pseudonymise_audit(scope.namespace, scope.user_id,
+                                                         report.pseudonym)
         report.compact = self.store.compact(wait_s=self.compact_wait_s)
         if not report.compact.checkpointed:
             log.warning("forget_user %r: %s", scope.user_id, report.compact.detail)

@@ -143,8 +143,12 @@ def export(user_id: UserId, who: CurrentPrincipal, svc: Svc) -> Response:
 @router.delete("", response_model=s.ForgetOut, tags=["memory"], name="users.forget",
                summary="Forget the user: every item, version, job, profile edit, index entry "
                        "and vector, and (by default) every session and raw message")
-def forget_user(user_id: UserId, who: CurrentPrincipal, svc: Svc,
+def forget_user(user_id: UserId, who: CurrentPrincipal, svc: Svc, request: Request,
                 messages: Annotated[bool, Query(description="Also the raw turns")] = True,
                 ) -> dict[str, Any]:
-    """Answers what was removed, per store, and how the compaction went."""
-    return who.user(svc, user_id, write=True).forget_all(messages=messages).to_dict()
+    """Answers what was removed, per store, and how the compaction went. The user's
+    audit entries (this request's too) name a random ``audit.pseudonym`` from then on."""
+    report = who.user(svc, user_id, write=True).forget_all(messages=messages)
+    if report.pseudonym:
+        request.scope["memstrata.forgotten"] = report.pseudonym
+    return report.to_dict()

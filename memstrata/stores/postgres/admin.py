@@ -72,6 +72,13 @@ class PostgresAdmin(PostgresConnection):
                             entry.request_id))
         return replace(entry, seq=int(rows[0]["seq"]))
 
+    def pseudonymise_audit(self, tenant: str, user_id: str, pseudonym: str) -> int:
+        with self.transaction():
+            rows = self._x("UPDATE audit_log SET user_id=%s, path=replace(path, %s, %s) WHERE "
+                           "tenant=%s AND user_id=%s RETURNING seq",
+                           (pseudonym, f"/users/{user_id}", f"/users/{pseudonym}", tenant, user_id))
+        return len(rows)
+
     def list_audit(self, tenant: str, *, user_id: str | None = None, key_id: str | None = None,
                    action: str | None = None, since: datetime | None = None,
                    before_seq: int | None = None, limit: int = 100) -> list[AuditEntry]:

@@ -78,6 +78,13 @@ class SQLiteAdmin(SQLiteConnection):
                             entry.target, entry.request_id))
         return replace(entry, seq=int(done.lastrowid or 0))
 
+    def pseudonymise_audit(self, tenant: str, user_id: str, pseudonym: str) -> int:
+        with self.transaction():
+            done = self._x("UPDATE audit_log SET user_id=?, path=replace(path, ?, ?) WHERE "
+                           "tenant=? AND user_id=?", (pseudonym, f"/users/{user_id}",
+                                                      f"/users/{pseudonym}", tenant, user_id))
+        return int(done.rowcount)
+
     def list_audit(self, tenant: str, *, user_id: str | None = None, key_id: str | None = None,
                    action: str | None = None, since: datetime | None = None,
                    before_seq: int | None = None, limit: int = 100) -> list[AuditEntry]:
