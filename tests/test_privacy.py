@@ -25,6 +25,7 @@ from memstrata import Memory
 from memstrata.errors import StoreError
 from memstrata.providers.embedders import content_hash
 from memstrata.retrieval.documents import window_texts
+from memstrata.stores.knowledge import kb_scope
 from memstrata.types import Filters, Role
 
 SECRETS = ("kumquat", "翡翠湾")
@@ -221,6 +222,7 @@ def test_forget_user_removes_the_user_and_their_session_keys(backend):
         _talk(m)
         lin = m.user(USER)
         lin.add([{"role": "user", "content": "我的邻居也住在翡翠湾, he likes kumquats"}], "s2")  # held
+        lin.kb.add_text("# Notes\n\nMy private note on tennis clubs.", doc_id="notes.md", private=True)
         m.user("other").add([{"role": "user", "content": "I like tennis."}], "s1")
         m.flush(timeout=60)
         report = m.forget_user(USER)
@@ -236,6 +238,9 @@ def test_forget_user_removes_the_user_and_their_session_keys(backend):
         # state rows included) and from the raw bytes of the files
         named = {t: n for t, rows in _sql_rows(m).items() if (n := sum(USER in r for r in rows))}
         assert named == {}
+        # nor the key of their private knowledge base (derived from the user id)
+        private = kb_scope(lin.scope.namespace, USER).user_id
+        assert {t for t, rows in _sql_rows(m).items() if any(private in r for r in rows)} == set()
         if url.startswith("sqlite"):
             assert [p for p, data in _sqlite_bytes(url).items() if USER.encode() in data] == []
         if prefix:

@@ -15,7 +15,7 @@ import psycopg
 
 from ...types import Scope
 from ..base import CompactReport, Store
-from ..knowledge import KnowledgeRows
+from ..knowledge import KnowledgeRows, kb_scope
 from .admin import PostgresAdmin
 from .connection import as_json, explain
 from .index import PostgresIndex
@@ -41,6 +41,8 @@ class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, KnowledgeRows, S
             self._delete_scope_docs(scope, semantic_only=not messages)
             self._delete_user_rows(scope, messages=messages)
             self._delete_user_knowledge(scope, documents=messages)
+            if messages:  # the private knowledge base's index rows and log, keyed by its scope
+                self._delete_scope_docs(kb_scope(scope.namespace, scope.user_id), semantic_only=False)
 
     def compact(self, *, wait_s: float = 10.0) -> CompactReport:
         # VACUUM cannot run inside a transaction block: its own autocommit connection.

@@ -17,7 +17,7 @@ from ...config import Settings
 from ...errors import StoreError
 from ...types import Scope
 from ..base import CompactReport, Store
-from ..knowledge import KnowledgeRows
+from ..knowledge import KnowledgeRows, kb_scope
 from .admin import SQLiteAdmin
 from .connection import explain
 from .index import SQLiteIndex
@@ -38,6 +38,8 @@ class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, KnowledgeRows, Store):
             self._delete_scope_docs(scope, semantic_only=not messages)
             self._delete_user_rows(scope, messages=messages)
             self._delete_user_knowledge(scope, documents=messages)
+            if messages:  # the private knowledge base's index rows and log, keyed by its scope
+                self._delete_scope_docs(kb_scope(scope.namespace, scope.user_id), semantic_only=False)
 
     def quick_check(self) -> None:
         """``PRAGMA quick_check``: a StoreError naming the first problems when the file's
