@@ -12,11 +12,11 @@ The Chinese summary wording follows seed 000 §3.2.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .providers.structured import Field, Schema
+from .quoting import quote_data
 from .text import detect_language
 from .types import Kind, Message
 
@@ -72,8 +72,9 @@ def _transcript(messages: Sequence[Mapping[str, Any] | Message]) -> str:
 
 
 def _defang(text: str) -> str:
-    # A message must not close the data block it sits in.
-    return re.sub(r"</?\s*(conversation|memories|data)\s*>", "[tag]", text, flags=re.I)
+    # A message must not close the data block it sits in, nor pass for a role or an
+    # instruction: the one quoting function every memory-derived prompt text goes through
+    return quote_data(text)
 
 
 def _pick(language: str | None, *texts: str | None) -> str:
