@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..memory import Memory
+from ..providers.embedders import Embedder
 
 __all__ = ["RecallTable", "bench_memory", "SYSTEMS", "write_json"]
 
@@ -70,7 +71,8 @@ def markdown(report: dict[str, Any], ks: Sequence[int]) -> str:
 
 
 @contextmanager
-def bench_memory(store: str | None, embedder: str | None, **settings: Any) -> Iterator[Memory]:
+def bench_memory(store: str | None, embedder: "str | Embedder | None",
+                 **settings: Any) -> Iterator[Memory]:
     """A Memory on the given store, or on a fresh temporary SQLite file."""
     if store:
         with Memory(store, embedder=embedder, **settings) as memory:

@@ -29,9 +29,11 @@ from tqdm import tqdm
 
 from ..knowledge import Knowledge, KnowledgeBase
 from ..knowledge.parse import parse
+from ..providers.embedders import parse_embedder
 from ..retrieval.documents import chunk_texts
 from ..retrieval.indexer import embed_cached
 from .common import bench_memory
+from .embedding_cache import DiskCachedEmbedder
 
 __all__ = ["run_kb", "render", "parse_strategy", "SYSTEM_OPTIONS"]
 
@@ -106,8 +108,9 @@ def _raw_embedding_rate(memory: Any, texts: list[str]) -> float:
         return 0.0
     started = time.perf_counter()
     batch = memory.settings.embed_batch
+    embedder = getattr(memory.embedder, "inner", memory.embedder)  # past an on-disk cache
     for i in range(0, len(texts), batch):
-        memory.embedder.embed(texts[i:i + batch], kind="passage")
+        embedder.embed(texts[i:i + batch], kind="passage")
     return len(texts) / (time.perf_counter() - started)
 
 
@@ -211,13 +214,17 @@ def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: 
 
 def run_kb(directories: Sequence[str | Path], *, strategies: Sequence[str] = ("500/300",),
            store: str | None = None, embedder: str | None = None, limit: int | None = None,
-           docs: int | None = None, progress: bool = True, **settings: Any) -> dict[str, Any]:
+           docs: int | None = None, progress: bool = True, embedding_cache: str | Path | None = None,
+           **settings: Any) -> dict[str, Any]:
     """Run the benchmark on each data directory with each chunking strategy, in one
     store (identical chunks are embedded once: the ingestion rate is honest only for
     texts not embedded before — a fresh store). ``docs`` keeps the first documents of
-    each corpus and the questions they answer."""
+    each corpus and the questions they answer. ``embedding_cache``: an SQLite file of
+    vectors kept across runs (:class:`~.embedding_cache.DiskCachedEmbedder`); the
+    scores are the same, the ingestion rate then counts cache hits."""
     runs = []
-    with bench_memory(store, embedder, **settings) as memory:
+    cached = DiskCachedEmbedder(parse_embedder(embedder), embedding_cache) if embedding_cache else None
+    with bench_memory(store, cached or embedder, **settings) as memory:
         for d in directories:
             for i, text in enumerate(strategies):
                 # one namespace per corpus, strategy and document subset: runs never share chunks
@@ -226,7 +233,12 @@ def run_kb(directories: Sequence[str | Path], *, strategies: Sequence[str] = ("5
                                      docs))
         name = memory.embedder.name
         s = memory.settings
+    cache = None
+    if cached is not None:
+        cache = {"path": str(cached.path), "hits": cached.hits, "misses": cached.misses}
+        cached.close()
     return {"benchmark": "kb", "embedder": name, "strategies": list(strategies), "runs": runs,
+            "embedding_cache": cache,
             "settings": {"kb_context_weight": s.kb_context_weight, "dense_weight": s.dense_weight,
                          "lexical_weight": s.lexical_weight, "body_weight": s.body_weight,
                          "expansion_weight": s.expansion_weight, "fusion": s.fusion}}
@@ -239,7 +251,10 @@ def _label(strategy: dict[str, Any]) -> str:
 
 def render(report: dict[str, Any]) -> str:
     """The report as Markdown tables."""
-    out = [f"embedder {report['embedder']}", "",
+    cache = report.get("embedding_cache")
+    out = [f"embedder {report['embedder']}" + (
+        f" (embedding cache {cache['path']}: {cache['hits']} hits, {cache['misses']} embedded)"
+        if cache else ""), "",
            "| data | chunking | system | Hit@1 | Hit@5 | Hit@10 | MRR@10 | doc R@5 |",
            "|---|---|---|---|---|---|---|---|"]
     for run in report["runs"]:

@@ -178,9 +178,12 @@ def embedders(data, memdaily, specs, limit, json_out) -> None:
               help="Chunking MAX/MIN[/CJK_WEIGHT] characters (repeatable: strategies side by side).")
 @click.option("--docs", type=int, default=None,
               help="Only the first N documents of each corpus, and the questions they answer.")
+@click.option("--embedding-cache", default=None, type=click.Path(dir_okay=False),
+              help="SQLite file of vectors kept across runs (same scores; ingestion rates then "
+                   "count cache hits).")
 @_common
 @handle_errors
-def kb_bench(datas, strategies, docs, store, embedder, limit, json_out) -> None:
+def kb_bench(datas, strategies, docs, embedding_cache, store, embedder, limit, json_out) -> None:
     """Knowledge-base retrieval: chunk Hit@1/5/10, MRR@10, doc recall@5 (memstrata vs
     BM25-only vs dense-only over the same chunks), unanswerable questions under
     min_score, ingestion chunks/s."""
@@ -192,7 +195,7 @@ def kb_bench(datas, strategies, docs, store, embedder, limit, json_out) -> None:
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None
     report = run_kb(list(datas), strategies=list(strategies), store=store, embedder=embedder,
-                    limit=limit, docs=docs)
+                    limit=limit, docs=docs, embedding_cache=embedding_cache)
     click.echo(render(report))
     write_json(report, json_out)
 
