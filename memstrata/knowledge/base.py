@@ -286,7 +286,7 @@ class KnowledgeBase:
         vector = query_vector
         if mode != "lexical" and vector is None:
             vector = self.embedder.embed([query], kind="query")[0]
-        scored: list[KnowledgeHit] = []
+        scored: list[tuple[float, KnowledgeHit]] = []
         for kb in kbs:
             _check_kb(kb)
             doc_ids = self._narrow(kb, sources, documents)
@@ -303,11 +303,15 @@ class KnowledgeBase:
                     continue  # deleted between the two reads
                 stale = row.used == 0 and row.recalled >= self.settings.kb_stale_recalls
                 weight = self.settings.kb_stale_weight if stale else 1.0
-                scored.append(KnowledgeHit(row, hit.score * weight, replace(hit.parts, boost=weight),
-                                           row.text, kb, shared=shared is None or kb == shared,
-                                           stale=stale))
-        scored.sort(key=lambda h: (-h.score, h.id))
-        hits = [h for h in scored if h.score >= floor][:k]
+                # ranked as the engine ranks (its relative fusion), as Memory.search is;
+                # the score, for min_score, stays the calibrated similarity
+                order = found.orders.get(hit.id, hit.score) * weight
+                scored.append((order, KnowledgeHit(row, hit.score * weight,
+                                                   replace(hit.parts, boost=weight), row.text, kb,
+                                                   shared=shared is None or kb == shared,
+                                                   stale=stale)))
+        scored.sort(key=lambda o: (-o[0], o[1].id))
+        hits = [h for _, h in scored if h.score >= floor][:k]
         if expand:
             hits = self._expand(hits)
         log.info("knowledge search %r: %d candidates -> %d hits%s", query[:80], len(scored), len(hits),

@@ -51,6 +51,10 @@ class SearchResult:
     lexical_candidates: list[tuple[str, float]] = field(default_factory=list)
     dense_candidates: list[tuple[str, float]] = field(default_factory=list)
     query_tokens: str = ""
+    #: hit id -> the value that ordered it (the relative fusion, weights applied; a hit's
+    #: ``score`` is the calibrated similarity, which says how well it matched but is not
+    #: what ranks hits). Not serialised: a caller that merges lists ranks by it.
+    orders: dict[str, float] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"hits": [h.to_dict() for h in self.hits], "query_tokens": self.query_tokens,
@@ -253,9 +257,11 @@ class Retriever:
             head = sorted(head, key=lambda u: -reranked[u.id])
             merged = head + merged[len(head):]
         hits = []
+        orders: dict[str, float] = {}
         for unit in merged:
             if unit.score < min_score:
                 continue
+            orders[unit.id] = unit.order
             parts = parts_of[unit.parts_id]
             if unit.weight != parts.role_weight or unit.id in reranked:
                 parts = replace(parts, role_weight=unit.weight, rerank=reranked.get(unit.id))
@@ -279,4 +285,4 @@ class Retriever:
         if not explain:
             lexical_all, dense_all = {}, {}
         return SearchResult(hits, _best_first(lexical_all), _best_first(dense_all),
-                            " | ".join(lexical_queries))
+                            " | ".join(lexical_queries), orders)
