@@ -116,3 +116,29 @@ def test_bench_kb_cli_takes_the_embedding_cache(tmp_path: Path) -> None:
     assert f"embedding cache {cache}" in result.output
     assert json.loads(out.read_text())["embedding_cache"]["path"] == str(cache)
     assert cache.exists()
+
+
+class ClippingEmbedder(CountingEmbedder):
+    """Reads only the first 12 characters of a text, as e5 reads only its first 512 tokens."""
+
+    def clip(self, text: str, kind: str = "passage") -> str:
+        return text[:12]
+
+    def embed(self, texts, *, kind="passage"):  # type: ignore[no-untyped-def]
+        return super().embed([self.clip(t, kind) for t in texts], kind=kind)
+
+
+def test_disk_cache_keys_a_vector_by_what_the_model_reads(tmp_path: Path) -> None:
+    """A vector cached before the embedder cut texts is not served for a text it now cuts
+    (the cache key is the text the model reads, not the text it was given)."""
+    path = tmp_path / "vectors.db"
+    long = "Hold the reset button for ten seconds until the light blinks."
+    old = DiskCachedEmbedder(CountingEmbedder(), path)  # the same name, no cut
+    old.embed([long, "short text"], kind="passage")
+    old.close()
+    inner = ClippingEmbedder()
+    new = DiskCachedEmbedder(inner, path)
+    got = new.embed([long, "short text"], kind="passage")
+    assert np.array_equal(got, HashEmbedder(64).embed([long[:12], "short text"], kind="passage"))
+    assert (new.hits, new.misses, inner.calls) == (1, 1, 1)  # "short text" is read whole
+    new.close()

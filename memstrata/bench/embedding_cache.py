@@ -3,7 +3,8 @@ is computed once across runs.
 
 :class:`DiskCachedEmbedder` wraps an embedder and keeps its vectors in one SQLite file,
 keyed by the model's ``name`` and :func:`~memstrata.providers.embedders.content_hash`
-(the text and whether it is a query or a passage). It has the wrapped embedder's
+of what the model reads (the text as the embedder's ``clip`` cuts it, when it has one:
+e5 reads at most 512 tokens) and whether it is a query or a passage. It has the wrapped embedder's
 ``name``, ``dim`` and ``batch_size``, so a store, a calibration and an export see the
 same embedder; a cached vector is the float32 the embedder returned, so a run with the
 cache scores exactly as a run without it. Opt in with ``memstrata bench kb
@@ -57,7 +58,9 @@ class DiskCachedEmbedder:
     def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        hashes = [content_hash(t, kind) for t in texts]
+        clip = getattr(self.inner, "clip", None)
+        hashes = [content_hash(clip(t, kind) if clip is not None and t.strip() else t, kind)
+                  for t in texts]
         with self._lock:
             found = self._lookup(hashes)
             missing = {h: t for h, t in zip(hashes, texts) if h not in found}
