@@ -9,7 +9,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from memstrata.bench.embedding_cache import DiskCachedEmbedder
-from memstrata.bench.kb import run_kb
+from memstrata.bench.kb import render, run_kb
 from memstrata.cli.main import cli
 from memstrata.providers.embedders import HashEmbedder
 
@@ -142,3 +142,38 @@ def test_disk_cache_keys_a_vector_by_what_the_model_reads(tmp_path: Path) -> Non
     assert np.array_equal(got, HashEmbedder(64).embed([long[:12], "short text"], kind="passage"))
     assert (new.hits, new.misses, inner.calls) == (1, 1, 1)  # "short text" is read whole
     new.close()
+
+
+def test_bench_kb_counts_the_neighbour_an_expanded_hit_brings(tmp_path: Path) -> None:
+    """memstrata_expanded: a hit cut mid-paragraph comes with its neighbour (kb.search's
+    default); the span in that neighbour counts there, and only there."""
+    first = ("The vault of the old bank has a brass handle, a steel frame and a dial with "
+             "forty numbers. Visitors may look at the vault from the hall. The guard opens "
+             "the hall at nine and closes it at five. Photographs of the vault are allowed "
+             "without a flash. The brass handle was polished in the spring.")
+    second = ("The combination is changed every Monday by the manager. It is written on no "
+              "paper and told to nobody else. A wrong number three times in a row locks the "
+              "dial for an hour. The manager keeps a sealed envelope for emergencies. It is "
+              "opened only with a notary present.")
+    text = first + " " + second
+    d = tmp_path / "vault"
+    d.mkdir()
+    fillers = [f"Museum {i} shows a vault door with a brass handle and a steel frame in its hall; "
+               f"photographs of the dial are allowed, and the handle is polished every {i} weeks."
+               for i in range(9)]  # other hits, so that the neighbour is not a hit of its own
+    (d / "corpus.jsonl").write_text("\n".join(json.dumps({"doc_id": doc_id, "title": "", "text": t})
+                                              for doc_id, t in [("bank", text),
+                                                                *((f"m{i}", f) for i, f in enumerate(fillers))])
+                                    + "\n")
+    start = text.index("sealed envelope")
+    span = {"doc_id": "bank", "start": start, "end": start + 20, "text": text[start:start + 20]}
+    (d / "queries.jsonl").write_text(json.dumps({
+        "qid": "1", "question": "vault brass handle steel frame dial polished hall photographs",
+        "answers": [], "gold_doc_ids": ["bank"], "gold_spans": [span], "meta": {}}) + "\n")
+    report = run_kb([d], embedder="hash:64", progress=False)
+    run = report["runs"][0]
+    assert run["chunks"] == 11
+    systems = run["systems"]
+    assert systems["memstrata"]["overall"]["hit@10"] == 0.0  # the first chunk, not the span's
+    assert systems["memstrata_expanded"]["overall"]["hit@10"] == 1.0  # ...with its neighbour
+    assert "| vault | 500/300 | memstrata_expanded |" in render(report)
