@@ -9,7 +9,9 @@ related 0.3). A cosine of 0.8
 says nothing until the band is known, and normalising each candidate list to [0, 1]
 (min-max) turns a near-tie into 0 against 1 and makes any absolute threshold useless.
 
-:func:`fit` measures the band once per embedder and process, on a fixed bilingual set
+:func:`fit` measures the band once per embedder and store (:func:`calibration_for` keeps
+it in the store's ``meta``, so a fresh process reads it instead of loading the model and
+embedding 48 texts before its first search), on a fixed bilingual set
 of question/answer pairs on unrelated topics (:data:`PAIRS`), per language of the query
 (Chinese or not): the cosines of every question with the answers of the *other* pairs of
 its language are the unrelated distribution, the cosines with its own answer the related
@@ -23,13 +25,18 @@ so ``min_score`` works.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import math
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import MemstrataError
 from ..providers.embedders import Embedder
+from ..stores.base import MetaStore
 from ..text import is_cjk_text
 
 __all__ = ["Band", "Calibration", "fit", "calibration_for", "PAIRS"]
@@ -125,14 +132,52 @@ def fit(embedder: Embedder) -> Calibration:
 
 _fitted: dict[str, Calibration] = {}
 _lock = threading.Lock()
+log = logging.getLogger("memstrata")
 
 
-def calibration_for(embedder: Embedder) -> Calibration:
-    """The calibration of ``embedder`` (by name), fitted on first use in this process."""
+def _meta_key(embedder: Embedder) -> str:
+    """The store ``meta`` key of an embedder's bands; it names the pairs and the band
+    rule too, so changing either refits instead of reading stale bands."""
+    recipe = json.dumps([PAIRS, LOW_Z, HIGH_Z], ensure_ascii=False).encode("utf-8")
+    return f"calibration:{embedder.name}:{hashlib.sha256(recipe).hexdigest()[:12]}"
+
+
+def _from_meta(text: str) -> Calibration | None:
+    try:
+        data = json.loads(text)
+        return Calibration(Band(float(data["latin"][0]), float(data["latin"][1])),
+                           Band(float(data["cjk"][0]), float(data["cjk"][1])))
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def calibration_for(embedder: Embedder, meta: MetaStore | None = None) -> Calibration:
+    """The calibration of ``embedder`` (by name): as stored in ``meta`` when it is there,
+    else fitted on first use in this process and stored in ``meta`` (best effort: a
+    read-only store just does not keep it). Stored exactly (floats round-trip through
+    JSON), so every process scores alike."""
+    key = _meta_key(embedder) if meta is not None else ""
+    if meta is not None:
+        try:
+            stored = meta.get_meta(key)
+        except MemstrataError as exc:
+            log.info("calibration not read from the store (%s); fitting it", exc)
+            stored = None
+        found = _from_meta(stored) if stored else None
+        if found is not None:
+            _fitted.setdefault(embedder.name, found)
+            return found
     found = _fitted.get(embedder.name)
     if found is None:
         with _lock:
             found = _fitted.get(embedder.name)
             if found is None:
                 found = _fitted[embedder.name] = fit(embedder)
+    if meta is not None:
+        value = json.dumps({"latin": [found.latin.low, found.latin.high],
+                            "cjk": [found.cjk.low, found.cjk.high]})
+        try:
+            meta.set_meta(key, value)
+        except MemstrataError as exc:
+            log.info("calibration not stored (%s); the next process fits it again", exc)
     return found

@@ -22,10 +22,10 @@ import numpy as np
 from ..config import Settings
 from ..providers.embedders import Embedder, QueryCache
 from ..providers.rerank import Reranker
-from ..stores.base import DocInfo, ItemStore, SearchIndex
+from ..stores.base import DocInfo, ItemStore, MetaStore, SearchIndex
 from ..text import analyze
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, utcnow
-from .calibration import calibration_for
+from .calibration import Calibration, calibration_for
 from .documents import asks_about_assistant, build_query, is_question, split_question
 from .fusion import Candidate, Fused, fuse
 from .scoring import ScoringPreset, final_score, get_preset
@@ -39,8 +39,9 @@ Mode = Literal["hybrid", "lexical", "dense"]
 MODES: tuple[str, ...] = ("hybrid", "lexical", "dense")
 
 
-class _SearchBackend(SearchIndex, ItemStore, Protocol):
-    """What search needs of a store: the index, and access statistics of items."""
+class _SearchBackend(SearchIndex, ItemStore, MetaStore, Protocol):
+    """What search needs of a store: the index, access statistics of items, and ``meta``
+    (where the embedder's score calibration is kept)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,7 @@ class Retriever:
         self.settings = settings or Settings()  # candidates, fusion and weights, expansion…
         self.queries = QueryCache(embedder, self.settings.query_cache)  # query vectors by text
         self.reranker: Reranker | None = None  # R5.3, off by default (setting ``reranker``)
+        self._calibration: Calibration | None = None  # read from the store on first use
 
     def _named_speaker(self, query: str, infos: "Iterable[DocInfo]") -> str | None:
         """The speaker tag to boost when the query names exactly one of the speakers
@@ -122,8 +124,11 @@ class Retriever:
 
     def _fuse(self, dense: list[Candidate], lexical: list[Candidate], query: str) -> list[Fused]:
         s = self.settings
-        dense_map = (calibration_for(self.embedder).band(query)
-                     if dense and s.calibration == "fitted" else None)
+        dense_map = None
+        if dense and s.calibration == "fitted":
+            if self._calibration is None:
+                self._calibration = calibration_for(self.embedder, self.store)
+            dense_map = self._calibration.band(query)
         return fuse(dense, lexical, method=s.fusion, dense_weight=s.dense_weight,
                     lexical_weight=s.lexical_weight, dense_map=dense_map,
                     lexical_saturation=s.lexical_saturation or None)
