@@ -186,9 +186,14 @@ class PostgresConnection:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """A transaction on this thread's connection (savepoints when nested). Work
+        registered in ``_local.after_commit`` (by name) runs once the outermost one
+        commits, never for one that rolled back."""
         with self._conn() as conn:
             outer = getattr(self._local, "conn", None) is None
             self._local.conn = conn
+            if outer:
+                self._local.after_commit = {}
             try:
                 with conn.transaction():  # savepoints when nested
                     yield
@@ -197,6 +202,10 @@ class PostgresConnection:
             finally:
                 if outer:
                     self._local.conn = None
+        if outer:
+            hooks, self._local.after_commit = self._local.after_commit, {}
+            for hook in hooks.values():
+                hook()
 
     def _x(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
         with self._conn() as conn:
