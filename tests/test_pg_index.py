@@ -154,3 +154,31 @@ def test_a_bulk_write_leaves_the_planner_statistics_that_search_needs(pg_url: st
         store.index(LIN, _docs("later", 30))  # 30 more rows: under the ratio, no ANALYZE
         assert _known_rows(store, "docs") == 1220
         assert all(_searches(store, LIN))
+
+
+def test_one_search_reads_the_change_log_once_and_still_sees_every_earlier_write(pg_url: str) -> None:
+    """A hybrid search reads the index three times (the lexical query, the vectors, the
+    expansion's lexical query); on PostgreSQL each read brought the mirror up to date
+    with a round trip of its own. Now the first read of a search does, for all three —
+    and a write another process committed before the search began is still found."""
+    from memstrata import Memory
+
+    with Memory(pg_url, embedder="hash:64", worker="off", embed_on_add="inline") as memory:
+        memory.add("I play tennis every Sunday at the club.", "lin", "s1")
+        memory.add("我周末喜欢去上海喝咖啡。", "lin", "s1")
+        memory.search("tennis", "lin", k=5)  # the mirror is loaded
+        store = memory.store
+        reads: list[int] = []
+        real = store._changes
+        store._changes = lambda conn, scope, after: reads.append(after) or real(conn, scope, after)
+        hits = memory.search("tennis on Sunday", "lin", k=5)
+        assert hits and len(reads) == 1
+        with open_store(pg_url) as other:  # as another process: its own pool and mirror
+            from memstrata.text import analyze
+
+            text = "sunday tennis racket"
+            vec = memory.embedder.embed([text], kind="passage")[0]
+            other.index(Scope("lin"), [IndexDoc("late", Layer.EPISODIC, text, " ".join(analyze(text)),
+                                                "", datetime(2026, 1, 2, tzinfo=UTC), vector=vec)])
+        assert "late" in [h.id for h in memory.search("tennis racket", "lin", k=5)]
+        assert len(reads) == 2

@@ -200,14 +200,15 @@ class Retriever:
         dense_all: dict[str, float] = {}
         lexical_queries = []
         per_question = []
-        for question, vector in zip(questions, vectors):
-            fused, lexical, dense, lexical_query = self._candidates(
-                scope, question, recent, filters, limit, mode, vector, expansion)
-            lexical_queries.append(lexical_query)
-            per_question.append(fused)
-            for pool, found in ((lexical_all, lexical), (dense_all, dense)):
-                for d, s in found:
-                    pool[d] = max(s, pool.get(d, s))
+        with self.store.one_search(scope):  # the index brought up to date once for all lists
+            for question, vector in zip(questions, vectors):
+                fused, lexical, dense, lexical_query = self._candidates(
+                    scope, question, recent, filters, limit, mode, vector, expansion)
+                lexical_queries.append(lexical_query)
+                per_question.append(fused)
+                for pool, found in ((lexical_all, lexical), (dense_all, dense)):
+                    for d, s in found:
+                        pool[d] = max(s, pool.get(d, s))
         # each question of a compound query counts as much as the best-matched one: its
         # best candidate is raised to that one's similarity, the rest in proportion
         top = max((f[0].similarity for f in per_question if f), default=0.0)

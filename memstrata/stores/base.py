@@ -23,7 +23,7 @@ protocol           methods                                                used b
 :class:`JobQueue`   enqueue_job, claim_job, finish_job, list_jobs,         the worker
                     restore_jobs
 :class:`SearchIndex` index, set_vectors, lexical_search, vector_search,   the retriever, indexer
-                    doc_info
+                    doc_info, one_search
 :class:`VectorCache` cached_vectors, cache_vectors, forget_vectors         embedding through a cache
 :class:`UsageStore`   record_llm_usage, llm_usage, version_actors           metered LLM, usage report
 :class:`MetaStore`  get_meta, set_meta, profile_versions,                  profile, embedder check
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -550,6 +550,14 @@ class SearchIndex(Protocol):
     @abstractmethod
     def doc_info(self, scope: Scope, ids: Sequence[str]) -> dict[str, DocInfo]:
         """What a hit shows, for the ids still indexed."""
+
+    @contextmanager
+    def one_search(self, scope: Scope) -> Iterator[None]:
+        """The reads of one search of ``scope`` (its lexical, vector and expansion
+        queries): inside the block an index may bring the scope up to date once, at its
+        first read, instead of at each — every write committed before the block began
+        is visible to all of them. The default does nothing special."""
+        yield
 
 
 class VectorCache(Protocol):
