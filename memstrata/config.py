@@ -119,13 +119,13 @@ SETTINGS: tuple[Setting, ...] = (
             "Reranker of the best hits (R5.3): empty = off, rerank:URL#MODEL (llama.cpp, vLLM, "
             "Jina), tei:URL (Hugging Face TEI) or llm (the llm setting as a reranker)"),
     Setting("rerank_k", 20, int, "Best hits the reranker reorders", low=0, high=200),
-    Setting("recall_k", 5, int,
+    Setting("recall_k", 8, int,
             "context(): memories recalled for every turn (0: only on trigger words)", low=0,
             high=100),
-    Setting("recall_min_score", 0.2, float,
+    Setting("recall_min_score", 0.1, float,
             "context(): memories scoring under this are not recalled", low=0.0),
     Setting("deep_below", 0.4, float,
-            "context(): deep recall (raw turns of other sessions too) when no memory item "
+            "context(): deep recall (more memories, any role) when no recalled memory "
             "scores this much", low=0.0),
     Setting("embed_on_add", "background", str,
             "When add() embeds new turns: background (in their extraction job; add() returns "
@@ -275,8 +275,8 @@ class Settings:
     question_weight: float = 0.6
     reranker: str = ""
     rerank_k: int = 20
-    recall_k: int = 5
-    recall_min_score: float = 0.2
+    recall_k: int = 8
+    recall_min_score: float = 0.1
     deep_below: float = 0.4
     embed_on_add: str = "background"
     query_turns: int = 3

@@ -40,6 +40,7 @@ from .layers.semantic.profiles import Profiles
 from .providers.metered import MeteredLLM
 from .quoting import quote_data
 from .requests import ContextRequest, SearchRequest
+from .retrieval.documents import asks_about_assistant
 from .retrieval.indexer import Indexer
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState
@@ -455,10 +456,11 @@ class UserMemory:
         ``messages`` are what the caller would send (default: the session's recent
         messages). Adds the core profile, the session summary and the memories relevant
         to ``query`` (default: the last user message) — by default (``recall="auto"``)
-        the memory items scoring at least ``min_score`` on every call, and raw turns of
-        other sessions too on a trigger word or when no item is strong
-        (:func:`~memstrata.layers.context.recall`, docs/retrieval.md);
-        ``recall="deep"`` always searches turns too, ``recall="light"`` adds the profile
+        on every call the ``recall_k`` best memory items and turns of other sessions
+        scoring at least ``min_score``, items first, the user's own words only unless the
+        message asks what the assistant said; more on a trigger word or when none is
+        strong (:func:`~memstrata.layers.context.recall`, docs/retrieval.md);
+        ``recall="deep"`` always adds more, ``recall="light"`` adds the profile
         only. ``filters`` and ``roles`` narrow what is recalled, as in :meth:`search`;
         ``report.reasons`` says why each memory line is there. The knowledge quota is
         filled with the best ``kb_k`` chunks of the knowledge bases the user reads (see
@@ -490,6 +492,10 @@ class UserMemory:
                               min_score=s.recall_min_score if request.min_score is None
                               else request.min_score, asked_min_score=request.min_score or 0.0)
 
+        # the user's own words (their turns and the items drawn from them) unless asked
+        # otherwise, or unless the turn asks what the assistant said
+        roles = request.roles or (() if asks_about_assistant(text or "") else ("user",))
+
         def search(query: str, k: int, layers: "tuple[Layer, ...] | None",
                    min_score: float) -> builtins.list[SearchHit]:
             filters = request.filters
@@ -499,7 +505,7 @@ class UserMemory:
                     return []
                 filters = replace(filters, layers=keep)
             return self.search(query, k=k, filters=filters, min_score=min_score,
-                               roles=request.roles, recent=recent[-s.query_turns:])
+                               roles=roles, recent=recent[-s.query_turns:])
 
         lines, recalled_by = recall(search, text or "", mode=request.recall, trigger=trigger,
                                     policy=policy, session_id=request.session_id)

@@ -132,7 +132,7 @@ def test_same_meaning_memories_are_merged_and_compressed_when_over_quota():
 def test_quotas_are_adjustable_and_checked():
     lines = [MemoryLine(str(i), f"fact number {i} about travel plans", 1.0) for i in range(40)]
     conv = [{"role": "user", "content": "plan " * 50}]
-    small = assemble(conv, budget=1000, memories=lines, quotas=Quotas(0.3, 0.1, 0.6))
+    small = assemble(conv, budget=1000, memories=lines, quotas=Quotas(0.3, 0.1, 0.0))
     large = assemble(conv, budget=1000, memories=lines, quotas={"short_term": 0.3, "long_term": 0.6,
                                                                "knowledge": 0.1})
     assert small.report.layers["memories"] <= small.report.quota_tokens["long_term"] < \
@@ -219,3 +219,29 @@ def test_idle_archive_keeps_session_out_of_prompts_and_resume_brings_it_back(mem
     assert resumed.session_id == "move" and "Berlin" in resumed.summary.goal
     assert resumed.open_todos == ("Renew the passport",)
     assert "rent or buy" in resumed.render()
+
+
+@pytest.mark.parametrize("words", [("trip", "hotel", "museum", "train"), ("旅行", "酒店", "博物馆", "火车")])
+def test_the_knowledge_share_left_unused_goes_to_memories(words):
+    """A user without a knowledge base: its 40% goes to memories, not to waste (with the
+    default 40/20/40 split a big profile left memories a few dozen tokens)."""
+    def text(tag, i):  # no two lines share a word, so none is merged as a duplicate
+        return " ".join(f"{w}{tag}{i}" for w in words)
+    lines = [MemoryLine(f"m{i}", text("m", i), 1.0) for i in range(150)]
+    profile = "\n".join(text("p", i) for i in range(12))
+    conv = [{"role": "user", "content": "plan"}]
+    alone = assemble(conv, budget=2000, profile=profile, memories=lines)
+    available = 2000 - 3  # REPLY_PRIMING; no system message
+    assert alone.report.layers["profile"] + alone.report.layers["memories"] > 0.3 * available
+    assert alone.report.layers["knowledge"] == 0
+    # the short-term share is untouched: long-term takes its own share and what the
+    # knowledge layer leaves, no more
+    assert alone.report.quota_tokens["long_term"] <= int(0.6 * available) + 1
+    chunks = [MemoryLine(f"k{i}", text("k", i), 0.9) for i in range(150)]
+    both = assemble(conv, budget=2000, profile=profile, memories=lines, knowledge=chunks)
+    assert both.report.layers["knowledge"] > 0.3 * available
+    left = both.report.quota_tokens["knowledge"] - both.report.layers["knowledge"]
+    assert both.report.layers["profile"] + both.report.layers["memories"] <= \
+        int(0.2 * available) + left
+    assert both.report.layers["memories"] < alone.report.layers["memories"]
+    assert any(i.startswith("m") for i in both.report.kept_ids)

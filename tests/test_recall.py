@@ -179,3 +179,42 @@ def test_context_recalls_memories_without_trigger_words(e5, lang, fact, ack, ask
     assert light.report.recall == "light" and light.report.layers["memories"] == 0
     with pytest.raises(ValidationError, match="min_score"):
         e5.context(user, "now", [{"role": "user", "content": ask}], min_score="high")
+
+
+REACTION = [("en", "User went to Seaside Park in Qingdao",
+             "Seaside Park was so relaxing: the sea breeze felt wonderful and the sunset was amazing.",
+             "I think you told me before: Seaside Park was boring and crowded.",
+             "What did I think of Seaside Park?", "sunset"),
+            ("zh", "用户去了青岛的海滨公园",
+             "海滨公园真让人放松，海风吹着特别舒服，傍晚的日落也超美。",
+             "我记得你之前说过：海滨公园又无聊又拥挤。",
+             "我觉得海滨公园怎么样？", "日落")]
+
+
+@pytest.mark.parametrize("lang, item, reaction, wrong, ask, word", REACTION)
+def test_context_recalls_the_users_own_turns_beside_a_strong_item(e5, lang, item, reaction, wrong,
+                                                                   ask, word):
+    """Every turn's recall is items *and* the user's turns of other sessions that no item
+    stands for: a strong item ("went to Seaside Park") used to stop recall at the items,
+    and the user's reaction — what the question is about — never reached the prompt. The
+    assistant's wrong guess stays out (the user's own words unless asked)."""
+    user = f"reaction-{lang}"
+    e5.remember(item, user, kind="event")
+    e5.add([{"role": "user", "content": reaction}, {"role": "assistant", "content": wrong}],
+           user, "old")
+    e5.flush()
+    turns = {m.content: m.id for m in e5.messages(user, "old")}
+    result = e5.context(user, "now", [{"role": "user", "content": ask}], budget=2000)
+    report = result.report
+    assert report.trigger is None
+    recalled = {i for i in report.kept_ids}
+    items = {i.id for i in e5.list(user, limit=100) if turns[reaction] in i.source_message_ids}
+    assert turns[reaction] in recalled or items & recalled, report.reasons
+    block = next(m["content"] for m in result.messages if "memories recalled" in m["content"])
+    assert word in block and item.split()[-1] in block or item[-4:] in block
+    assert turns[wrong] not in recalled and wrong not in block
+    # asked what the assistant said, its turns come back
+    about = {"en": "What did you say about Seaside Park?", "zh": "你之前说海滨公园怎么样？"}[lang]
+    theirs = e5.context(user, "now", [{"role": "user", "content": about}], budget=2000,
+                        recall="deep")
+    assert turns[wrong] in theirs.report.kept_ids, theirs.report.reasons

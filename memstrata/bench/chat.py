@@ -33,7 +33,7 @@ from ..retrieval.documents import is_low_information
 from .common import SYSTEMS, bench_memory
 from .memdaily import load_memdaily, parse_time
 
-__all__ = ["run_chat", "chat_sessions", "REPLIES"]
+__all__ = ["run_chat", "chat_sessions", "statements_behind", "REPLIES"]
 
 #: The assistant's replies: acknowledgements, follow-up questions, a restatement
 #: ("{said}" is the user's statement) and a wrong guess ("{other}" is another statement).
@@ -81,6 +81,16 @@ def chat_sessions(trajectory: dict[str, Any], seed: int) -> list[dict[str, Any]]
     return [{"session_id": f"day-{day}", "messages": msgs} for day, msgs in sorted(by_day.items())]
 
 
+def statements_behind(ids: "list[str]", mid_of: "dict[str, Any]",
+                      sources: "dict[str, set[str]]") -> set[str]:
+    """The MemDaily statement ids (``mid``) behind hit or memory-line ids: a turn's own,
+    and those of the turns an item was extracted from. ``mid`` 0 — the first statement
+    of a trajectory — counts like any other (until 2026-12-01 15:50 a truthiness test
+    dropped it, and with it a third of the evidence)."""
+    return {str(mid_of[j]) for i in ids for j in {i} | sources.get(i, set())
+            if mid_of.get(j) is not None}
+
+
 def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
@@ -115,9 +125,7 @@ def run_chat(data: str | Path, *, limit: int | None = 100, budget: int = 2000,
 
             def covered(ids: list[str], sources: dict[str, set[str]] = sources,
                         mid_of: dict[str, Any] = mid_of) -> set[str]:
-                """The MemDaily statement ids behind hit or line ids."""
-                return {str(mid_of[j]) for i in ids for j in {i} | sources.get(i, set())
-                        if mid_of.get(j)}
+                return statements_behind(ids, mid_of, sources)
 
             for qa in traj["question_list"]:
                 if "[ERRORQ]" in qa["question"] or "[ERRORA]" in str(qa.get("answer", "")):

@@ -13,7 +13,8 @@ Budget (R6.2): the system messages and the reply priming come first and are neve
 is split by quotas, default short-term 40% / long-term 20% / knowledge 40%:
 
 * long-term = core profile + retrieved memories; knowledge = knowledge-base chunks;
-  each is a cap, filled best-first;
+  each is a cap, filled best-first; what the knowledge layer leaves unused of its
+  quota (all of it for a user without a knowledge base) is added to long-term;
 * short-term = session summary + recent messages, and it also gets whatever the other
   layers left unused, so the conversation itself is never starved by an empty layer.
   The newest group of messages (the current question) is reserved before memories are
@@ -105,7 +106,8 @@ class ContextReport:
     knowledge ids that made it in, and ``reasons`` why each one was recalled; ``dropped``
     every item left out, with its reason (``merged_duplicate``, ``compressed``,
     ``over_quota``, and the trimming reasons). ``recall`` is ``light`` (profile only),
-    ``semantic`` (memory items) or ``deep`` (raw turns of other sessions too).
+    ``semantic`` (the per-turn recall: items, and turns of other sessions no item stands
+    for) or ``deep`` (more of them, on a trigger word or when none was strong).
     """
 
     budget: int
@@ -292,6 +294,14 @@ def assemble(messages: Sequence[Any], *, budget: int, profile: str | None = None
             "knowledge": min(int(available * q.knowledge), spare),
             "short_term": int(available * q.short_term)}
     dropped: list[Dropped] = []
+    # knowledge first: what it leaves of its quota goes to long-term (a user without a
+    # knowledge base would otherwise leave 40% of every prompt empty)
+    know_msg, know_tokens, know_ids, d = _fill("knowledge-base excerpts", "knowledge", knowledge,
+                                               caps["knowledge"], tokenizer, merge_threshold,
+                                               line_chars)
+    dropped += d
+    caps["long_term"] = min(caps["long_term"] + caps["knowledge"] - know_tokens,
+                            spare - know_tokens)
     # long-term: the profile first, then memories in what is left of the quota
     profile_msg, profile_tokens, d = _fit_text("the user's core profile", "memory", profile,
                                                caps["long_term"], tokenizer, "profile")
@@ -299,10 +309,6 @@ def assemble(messages: Sequence[Any], *, budget: int, profile: str | None = None
     mem_msg, mem_tokens, mem_ids, d = _fill("memories recalled about the user", "memory", memories,
                                             caps["long_term"] - profile_tokens, tokenizer,
                                             merge_threshold, line_chars)
-    dropped += d
-    know_cap = min(caps["knowledge"], spare - profile_tokens - mem_tokens)
-    know_msg, know_tokens, know_ids, d = _fill("knowledge-base excerpts", "knowledge", knowledge,
-                                               know_cap, tokenizer, merge_threshold, line_chars)
     dropped += d
     short_left = available - profile_tokens - mem_tokens - know_tokens
     summary_cap = min(caps["short_term"], short_left - newest)
@@ -341,9 +347,9 @@ class RecallPolicy:
     """What :func:`recall` brings in for one turn (settings ``recall_k``,
     ``recall_min_score``, ``deep_below``; ``k`` of the context request)."""
 
-    k: int = 5
+    k: int = 8
     deep_k: int = 10
-    min_score: float = 0.2
+    min_score: float = 0.1
     deep_below: float = 0.4
     asked_min_score: float = 0.0  # deep recall the caller asked for (trigger word, "deep")
 
@@ -356,14 +362,31 @@ def _line(hit: SearchHit, reason: str) -> MemoryLine:
     return MemoryLine(hit.id, hit.text, hit.score, hit.created_at.date().isoformat(), reason)
 
 
+def _what(hit: SearchHit) -> str:
+    if hit.layer is Layer.SEMANTIC:
+        return "memory item"
+    if hit.layer is Layer.KNOWLEDGE:
+        return "knowledge chunk"
+    kind = "exchange" if hit.merged_ids else hit.role or "user"
+    return f"{kind} turn of session {hit.session_id}"
+
+
+def _elsewhere(hits: Sequence[SearchHit], session_id: str) -> list[SearchHit]:
+    """The hits that are not raw turns of ``session_id`` (those are in the window or the
+    session summary already)."""
+    return [h for h in hits if not (h.layer is Layer.EPISODIC and h.session_id == session_id)]
+
+
 def recall(search: Search, text: str, *, mode: str, trigger: str | None, policy: RecallPolicy,
            session_id: str) -> tuple[list[MemoryLine], str]:
     """The memory lines for this turn and the recall that found them (the default policy).
 
-    ``mode`` ``light``: none. ``auto``: the memory items relevant to ``text`` (at most
-    ``policy.k``, each scoring at least ``policy.min_score``) — every turn, not only on a
-    trigger word — then *deep* recall, raw turns of other sessions too, when a trigger
-    word is in the text or no item scored ``policy.deep_below``. ``deep``: deep recall
+    ``mode`` ``light``: none. ``auto``, every turn, not only on a trigger word: the best
+    ``policy.k`` units relevant to ``text`` scoring at least ``policy.min_score`` — memory
+    items first, and the turns of other sessions that no item stands for (a user's
+    reaction, a detail the extraction did not keep; the caller decides whose turns,
+    by default the user's) — then *deep* recall, ``policy.deep_k`` more, when a trigger
+    word is in the text or nothing scored ``policy.deep_below``. ``deep``: deep recall
     always. Each line says why it is there. Raw turns of ``session_id`` are left out:
     they are in the window or the session summary.
     """
@@ -372,24 +395,23 @@ def recall(search: Search, text: str, *, mode: str, trigger: str | None, policy:
     lines: list[MemoryLine] = []
     best = 0.0
     if mode == "auto" and policy.k > 0:
-        for hit in search(text, policy.k, (Layer.SEMANTIC,), policy.min_score):
+        # over-fetch: turns of this session are found too, and are left out
+        found = _elsewhere(search(text, 2 * policy.k, None, policy.min_score), session_id)
+        for hit in found[:policy.k]:
             best = max(best, hit.score)
-            lines.append(_line(hit, f"memory item, score {hit.score:.2f} ≥ {policy.min_score:g}"))
+            lines.append(_line(hit, f"{_what(hit)}, score {hit.score:.2f} ≥ {policy.min_score:g}"))
     deep = mode == "deep" or trigger is not None or best < policy.deep_below
     if mode == "auto" and policy.k == 0 and trigger is None:
         deep = False
     if not deep:
         return lines, "semantic"
     why = (f"trigger word {trigger!r}" if trigger else "recall='deep'" if mode == "deep"
-           else f"no memory item scored {policy.deep_below:g}")
+           else f"nothing scored {policy.deep_below:g}")
     seen = {line.id for line in lines}
     floor = policy.asked_min_score if trigger or mode == "deep" else policy.min_score
-    for hit in search(text, policy.deep_k, None, floor):
-        if hit.id in seen or (hit.layer is Layer.EPISODIC and hit.session_id == session_id):
+    for hit in _elsewhere(search(text, policy.deep_k, None, floor), session_id):
+        if hit.id in seen:
             continue
-        what = ("memory item" if hit.layer is Layer.SEMANTIC
-                else f"{'exchange' if hit.merged_ids else hit.role or 'user'} turn of session "
-                     f"{hit.session_id}")
-        lines.append(_line(hit, f"deep recall ({why}): {what}, score {hit.score:.2f}"))
+        lines.append(_line(hit, f"deep recall ({why}): {_what(hit)}, score {hit.score:.2f}"))
     lines.sort(key=lambda line: -line.score)
     return lines, "deep"
