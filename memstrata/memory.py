@@ -104,7 +104,7 @@ class Memory:
         self.knowledge_base = KnowledgeBase(self.store, self.indexer, self.embedder, s)
         self.llm = self._open_llm(llm)
         self.retriever.reranker = self._owned_reranker = parse_reranker(
-            s.reranker, llm=self.llm.llm if self.llm is not None else None)
+            s.reranker, llm=self.llm.llm if self.llm is not None else None, metered=self.llm)
         self.session_manager = SessionManager(
             open_session_store(s.sessions or None, self.store, window=s.session_window),
             every_n=s.summary_every, idle=timedelta(minutes=s.session_idle_minutes))

@@ -115,3 +115,32 @@ def test_search_reorders_its_best_hits_with_the_reranker(server, tmp_path):
     with Memory(f"sqlite:///{tmp_path / 'off.db'}", embedder="hash:256", worker="off") as m:
         m.add("I keep bees on my roof", "u")
         assert m.retriever.reranker is None and m.search("bees", "u")[0].parts.rerank is None
+
+
+@pytest.mark.parametrize("texts, query", [
+    (["I keep bees on my roof", "My roof leaks when it rains", "Honey from my bees tastes of lime"],
+     "honey from the bees"),
+    (["我家楼顶养了蜜蜂", "下雨的时候我家屋顶漏水", "我家蜜蜂酿的蜂蜜有青柠味"], "蜜蜂 蜂蜜"),
+])
+def test_llm_reranker_calls_count_against_the_daily_budget(server, tmp_path, texts, query):
+    """reranker='llm' spends the user's llm_daily_budget like extraction does: each call
+    is recorded (purpose 'rerank'), and once the budget is spent search keeps its own
+    order instead of calling the LLM again."""
+    with Memory(f"sqlite:///{tmp_path / 'b.db'}", embedder="hash:256", worker="off",
+                llm=f"openai-compatible:{server}/v1#tiny", llm_daily_budget=2,
+                reranker="llm") as m:
+        for n, text in enumerate(texts):
+            m.add(text, "u", f"s{n}")
+        calls = len([s for s in _Handler.seen if s["path"] == "/v1/chat/completions"])
+        reranked = [m.search(query, "u", filters={"layer": "episodic"}) for _ in range(3)]
+        made = len([s for s in _Handler.seen if s["path"] == "/v1/chat/completions"]) - calls
+        assert made == 2  # the third search did not call the LLM
+        assert all(h.parts.rerank is not None for hits in reranked[:2] for h in hits)
+        assert all(h.parts.rerank is None for h in reranked[2])
+        assert [h.id for h in reranked[2]]  # still answered, in the fused order
+        usage = m.usage("u")
+        assert usage.calls["rerank"].calls == 2 and usage.skipped["rerank"] == 1
+        # another user has a budget of its own
+        m.add(texts[0], "v", "s0")
+        m.add(texts[2], "v", "s1")
+        assert m.search(query, "v", filters={"layer": "episodic"})[0].parts.rerank is not None

@@ -62,7 +62,7 @@ class MeteredLLM:
         return sum(1 for r in self.usage.llm_usage(scope, since=midnight) if r.error != BUDGET)
 
     def call(self, scope: Scope, purpose: str, messages: Sequence[Mapping[str, Any]],
-             schema: Schema, *, max_tokens: int | None = None) -> Completion | None:
+             schema: Schema | None, *, max_tokens: int | None = None) -> Completion | None:
         """One recorded call, or None (recorded too) when the budget is spent or the
         provider failed: the caller then falls back to its rules."""
         if self.daily_budget and self.calls_today(scope) >= self.daily_budget:

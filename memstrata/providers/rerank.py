@@ -8,7 +8,10 @@ Two implementations:
   ``{"results": [{"index", "relevance_score"}]}``), or Hugging Face TEI's
   (``{"query", "texts"}`` → ``[{"index", "score"}]``) with ``format="tei"``.
 * :class:`LLMReranker` — any chat model of the :mod:`.llm` seam, asked to grade each
-  document 0–10 for the query in one JSON answer.
+  document 0–10 for the query in one JSON answer. Given the :class:`~.metered.MeteredLLM`
+  and the searching user's scope, each call is recorded (purpose ``rerank``) and counts
+  against that user's ``llm_daily_budget``; once it is spent the search keeps its own
+  order (``rerank`` answers None).
 
 Specs (setting ``reranker``): ``""`` (off), ``rerank:http://127.0.0.1:8012#bge-reranker``,
 ``tei:http://127.0.0.1:8080``, ``llm`` (the configured ``llm`` setting).
@@ -20,13 +23,17 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import httpx
 
 from ..errors import ConfigError, ProviderResponseError
 from .http import Retry, post_json
 from .llm import LLM
+
+if TYPE_CHECKING:
+    from ..types import Scope
+    from .metered import MeteredLLM
 
 __all__ = ["Reranker", "HTTPReranker", "LLMReranker", "parse_reranker"]
 
@@ -36,8 +43,10 @@ class Reranker(Protocol):
 
     name: str
 
-    def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
-        """One relevance score per document, in the documents' order (higher is better)."""
+    def rerank(self, query: str, documents: Sequence[str], *,
+               scope: "Scope | None" = None) -> list[float] | None:
+        """One relevance score per document, in the documents' order (higher is better);
+        None when this reranker may not run for ``scope`` now (its budget is spent)."""
         ...
 
 
@@ -59,7 +68,8 @@ class HTTPReranker:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
 
-    def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+    def rerank(self, query: str, documents: Sequence[str], *,
+               scope: "Scope | None" = None) -> list[float]:
         """See :meth:`Reranker.rerank`; ProviderError on a bad or missing answer."""
         if not documents:
             return []
@@ -96,21 +106,32 @@ _PROMPT = ("Grade how useful each numbered memory is for answering or continuing
 
 
 class LLMReranker:
-    """A chat model as a reranker: one call grades every document 0–10 (not counted in
-    ``llm_daily_budget``: the call belongs to a search, not to one user's job)."""
+    """A chat model as a reranker: one call grades every document 0–10. With ``metered``
+    (what :class:`~memstrata.Memory` passes), a call for a user is recorded with purpose
+    ``rerank`` and counts against ``llm_daily_budget``, like extraction's."""
 
-    def __init__(self, llm: LLM, *, max_tokens: int = 256) -> None:
+    def __init__(self, llm: LLM, *, max_tokens: int = 256,
+                 metered: "MeteredLLM | None" = None) -> None:
         self.llm = llm
+        self.metered = metered
         self.name = f"llm:{llm.model}"
         self.max_tokens = max_tokens
 
-    def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
-        """See :meth:`Reranker.rerank`; ProviderResponseError when the answer has no grades."""
+    def rerank(self, query: str, documents: Sequence[str], *,
+               scope: "Scope | None" = None) -> list[float] | None:
+        """See :meth:`Reranker.rerank`; ProviderResponseError when the answer has no grades,
+        None when the user's LLM budget is spent or the call failed (recorded)."""
         if not documents:
             return []
         docs = "\n".join(f"{i + 1}. {' '.join(d.split())[:500]}" for i, d in enumerate(documents))
-        answer = self.llm.complete([{"role": "user", "content": _PROMPT.format(query=query, docs=docs)}],
-                                   max_tokens=self.max_tokens, purpose="rerank").text
+        messages = [{"role": "user", "content": _PROMPT.format(query=query, docs=docs)}]
+        if self.metered is not None and scope is not None:
+            done = self.metered.call(scope, "rerank", messages, None, max_tokens=self.max_tokens)
+            if done is None:
+                return None
+            answer = done.text
+        else:
+            answer = self.llm.complete(messages, max_tokens=self.max_tokens, purpose="rerank").text
         match = re.search(r"\{.*\}", answer, re.DOTALL)
         try:
             scores = [float(x) for x in json.loads(match.group(0))["scores"]] if match else []
@@ -122,8 +143,10 @@ class LLMReranker:
         return scores
 
 
-def parse_reranker(spec: str, *, llm: LLM | None = None, api_key: str | None = None) -> Reranker | None:
-    """A reranker from its spec (module docstring); None for ``""``."""
+def parse_reranker(spec: str, *, llm: LLM | None = None, api_key: str | None = None,
+                   metered: "MeteredLLM | None" = None) -> Reranker | None:
+    """A reranker from its spec (module docstring); None for ``""``. ``metered`` (the
+    Memory's LLM with its usage sink and budget) makes ``llm`` calls count."""
     spec = (spec or "").strip()
     if not spec:
         return None
@@ -131,7 +154,7 @@ def parse_reranker(spec: str, *, llm: LLM | None = None, api_key: str | None = N
         if llm is None:
             raise ConfigError("reranker='llm' needs an LLM: set the llm setting "
                               "(e.g. openai-compatible:http://127.0.0.1:8080/v1#qwen)")
-        return LLMReranker(llm)
+        return LLMReranker(llm, metered=metered)
     scheme, _, rest = spec.partition(":")
     if scheme in ("rerank", "tei") and rest:
         url, _, model = rest.partition("#")

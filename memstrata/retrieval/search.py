@@ -258,10 +258,11 @@ class Retriever:
         reranked: dict[str, float] = {}
         if self.reranker is not None and self.settings.rerank_k > 0 and len(merged) > 1:
             head = merged[:self.settings.rerank_k]
-            scores = self.reranker.rerank(query, [u.text for u in head])
-            reranked = {u.id: float(x) for u, x in zip(head, scores)}
-            head = sorted(head, key=lambda u: -reranked[u.id])
-            merged = head + merged[len(head):]
+            scores = self.reranker.rerank(query, [u.text for u in head], scope=scope)
+            if scores is not None:  # None: the reranker may not run now (budget spent)
+                reranked = {u.id: float(x) for u, x in zip(head, scores)}
+                head = sorted(head, key=lambda u: -reranked[u.id])
+                merged = head + merged[len(head):]
         hits = []
         orders: dict[str, float] = {}
         for unit in merged:
