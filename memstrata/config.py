@@ -130,7 +130,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("embed_on_add", "background", str,
             "When add() embeds new turns: background (in their extraction job; add() returns "
             "in about a millisecond) or inline", choices=("background", "inline")),
-    Setting("query_turns", 3, int, "Recent turns added to the query besides the current message",
+    Setting("query_turns", 8, int, "Recent turns added to the query besides the current message",
             low=0),
     Setting("embed_batch", 32, int, "Texts per embedding call during imports", low=1),
     Setting("query_cache", 1024, int,
@@ -279,7 +279,7 @@ class Settings:
     recall_min_score: float = 0.1
     deep_below: float = 0.4
     embed_on_add: str = "background"
-    query_turns: int = 3
+    query_turns: int = 8
     embed_batch: int = 32
     query_cache: int = 1024
     index_memory_mb: float = 512.0

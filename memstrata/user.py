@@ -40,7 +40,7 @@ from .layers.semantic.profiles import Profiles
 from .providers.metered import MeteredLLM
 from .quoting import quote_data
 from .requests import ContextRequest, SearchRequest
-from .retrieval.documents import asks_about_assistant
+from .retrieval.documents import asks_about_assistant, dialogue_context
 from .retrieval.indexer import Indexer
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState
@@ -485,9 +485,15 @@ class UserMemory:
             text = users[-1].content if users else ""
         triggers = [w.strip() for w in m.settings.trigger_words.split(",") if w.strip()]
         trigger = find_trigger(text or "", triggers)
-        recent = [msg.get("content") for msg in sent[-7:-1] if isinstance(msg, Mapping)
-                  and msg.get("role") in ("user", "assistant") and isinstance(msg.get("content"), str)]
         s = m.settings
+        # the conversation before the current message, as a person listens to it: the
+        # user's earlier turns and the assistant's last one (dialogue_context)
+        pairs = [(str(msg.get("role")), str(msg.get("content"))) for msg in sent
+                 if isinstance(msg, Mapping) and msg.get("role") in ("user", "assistant")
+                 and isinstance(msg.get("content"), str)]
+        if request.query is None and pairs and pairs[-1] == ("user", text):
+            pairs = pairs[:-1]
+        recent = dialogue_context(pairs, user_turns=s.query_turns)
         policy = RecallPolicy(k=s.recall_k, deep_k=request.k, deep_below=s.deep_below,
                               min_score=s.recall_min_score if request.min_score is None
                               else request.min_score, asked_min_score=request.min_score or 0.0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from memstrata import Memory, ValidationError
+from memstrata.retrieval.documents import dialogue_query
 
 
 @pytest.fixture(scope="module")
@@ -218,3 +219,52 @@ def test_context_recalls_the_users_own_turns_beside_a_strong_item(e5, lang, item
     theirs = e5.context(user, "now", [{"role": "user", "content": about}], budget=2000,
                         recall="deep")
     assert turns[wrong] in theirs.report.kept_ids, theirs.report.reasons
+
+
+DIALOGUE = {
+    "en": ("Bart danced at the Christmas party and felt very happy.",
+           ["Bart's dog is called Max.", "Bart is allergic to peanuts.",
+            "Bart lives in Springfield.", "Bart started guitar lessons in May."],
+           [("user", "I'm going to perform a magic trick at the New Year's Eve party!"),
+            ("assistant", "That's fantastic!"),
+            ("user", "I get a bit nervous too. Do you have any tips to relax?"),
+            ("assistant", "Take a deep breath before you start."),
+            ("user", "By the way, what should I wear?"),
+            ("assistant", "Your favourite outfit, the one you feel confident in."),
+            ("user", "Do you think I can pull it off? I want everyone to remember it!")]),
+    "zh": ("小明在圣诞派对上跳了舞，感觉非常开心。",
+           ["小明家的狗叫旺财。", "小明对花生过敏。", "小明住在成都。", "小明五月开始学吉他。"],
+           [("user", "我要在新年派对上表演魔术了！"),
+            ("assistant", "太棒了！"),
+            ("user", "我也有点紧张，你有什么放松的办法吗？"),
+            ("assistant", "上台前深呼吸几次。"),
+            ("user", "对了，我该穿什么呢？"),
+            ("assistant", "穿你最喜欢、最自信的那套衣服。"),
+            ("user", "你觉得我能做好吗？我想让大家都记住！")]),
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_dialogue_is_the_query(e5, lang):
+    """The user talks, nobody asks: the last turn alone ("Can I pull it off?") says
+    nothing of a party; the user's earlier turns do. The dialogue query (every earlier
+    user turn, the assistant's last turn first) finds the memory better than the last
+    turn or the last three messages of both roles (which no longer reach the party) — what
+    context() used to add to the current message."""
+    memory_text, others, turns = DIALOGUE[lang]
+    user = f"dialogue-{lang}"
+    target = e5.remember(memory_text, user, kind="event")
+    for other in others:
+        e5.remember(other, user, kind="fact")
+
+    def score(query, recent=()):
+        return next((h.score for h in e5.search(query, user, recent=list(recent))
+                     if h.id == target.id), 0.0)
+
+    query, recent = dialogue_query(turns)
+    assert query == turns[-1][1] and recent[0] == turns[-2][1]  # the assistant's last turn first
+    assert [t for r, t in turns if r == "user"][:-1] == recent[1:]
+    window = [t for _, t in turns[-4:-1]]
+    found = score(query, recent)
+    assert found > max(score(query), score(query, window)) + 0.03, (found, score(query),
+                                                                     score(query, window))

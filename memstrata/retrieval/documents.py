@@ -19,7 +19,8 @@ from ..types import MemoryItem, Message, Role
 
 __all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "turn_tags", "item_texts",
            "chunk_texts", "build_query", "split_question", "is_low_information", "is_question",
-           "asks_about_assistant", "strip_implicit_subject", "dialogue_query", "ROLE_TAG", "REPLY_TAG",
+           "asks_about_assistant", "strip_implicit_subject", "dialogue_query", "dialogue_context",
+           "ROLE_TAG", "REPLY_TAG",
            "SOURCE_TAG"]
 
 _MONTHS = ("January February March April May June July August September October "
@@ -227,25 +228,51 @@ def build_query(query: str, recent: Sequence[str] = (), turns: int = 3) -> tuple
     return lexical, dense
 
 
-def dialogue_query(turns: Sequence[tuple[str, str]], *, user_turns: int = 3,
-                   assistant_turns: int = 0) -> tuple[str, list[str]]:
+#: What the turns before the current message may add to a dialogue query, in characters:
+#: each turn at most TURN_CHARS, all of them at most CONTEXT_CHARS (e5 reads 512 tokens
+#: and the current message comes last, so a long history must not push it out).
+TURN_CHARS, CONTEXT_CHARS = 240, 720
+
+
+def dialogue_context(turns: Sequence[tuple[str, str]], *, user_turns: int = 8,
+                     assistant_turns: int = 1) -> list[str]:
+    """What a stretch of conversation before the current message adds to the query, as
+    ``recent`` (oldest first): the user's last ``user_turns - 1`` turns that say something
+    — acknowledgements and fillers skipped — after the assistant's last
+    ``assistant_turns`` (first, so farthest from the end of the embedding input, where the
+    current message goes). Each turn is clipped to :data:`TURN_CHARS`; the oldest user
+    turns go first when all of them pass :data:`CONTEXT_CHARS`."""
+    said = [(role, " ".join(text.split())[:TURN_CHARS]) for role, text in turns
+            if text and text.strip() and not is_low_information(text)]
+    users = [text for role, text in said if role == "user"][-(user_turns - 1):] \
+        if user_turns > 1 else []
+    theirs = [text for role, text in said if role == "assistant"][-assistant_turns:] \
+        if assistant_turns > 0 else []
+    while users and sum(map(len, theirs + users)) > CONTEXT_CHARS:
+        users.pop(0)
+    return [*theirs, *users]
+
+
+def dialogue_query(turns: Sequence[tuple[str, str]], *, user_turns: int = 8,
+                   assistant_turns: int = 1) -> tuple[str, list[str]]:
     """``(query, recent)`` for a stretch of conversation given as ``(role, text)`` pairs,
     oldest first — the everyday case, where nobody asks "what did I say about X?".
 
     Built the way a person listens: the user's last turn that says something is the
-    query; the user's ``user_turns - 1`` turns before it are ``recent``; acknowledgements
-    and fillers are skipped; the assistant's turns are the agent's own words and are left
-    out unless ``assistant_turns`` asks for the last few (they then come first in
-    ``recent``, farthest from the end of the embedding input).
+    query; :func:`dialogue_context` of the turns before it is ``recent`` — the user's
+    earlier turns, fillers skipped, and the assistant's last turn, weighted lower by
+    coming first. On MADial dev (e5-small) recall@5 zh / en: the last user turn alone
+    0.451 / 0.481; with 2 earlier user turns 0.530 / 0.555; with every earlier user turn
+    0.593 / 0.592; and the assistant's last turn 0.618 / 0.630; every turn of both
+    roles in order 0.564 / 0.607.
     """
-    said = [(role, text) for role, text in turns if text and text.strip()
-            and not is_low_information(text)]
-    users = [text for role, text in said if role == "user"]
-    if not users:
+    last = next((i for i in range(len(turns) - 1, -1, -1) if turns[i][0] == "user"
+                 and turns[i][1] and turns[i][1].strip()
+                 and not is_low_information(turns[i][1])), None)
+    if last is None:
         return "", []
-    theirs = [text for role, text in said if role == "assistant"][-assistant_turns:] \
-        if assistant_turns > 0 else []
-    return users[-1], [*theirs, *users[-user_turns:-1]] if user_turns > 1 else theirs
+    return turns[last][1], dialogue_context(turns[:last], user_turns=user_turns,
+                                            assistant_turns=assistant_turns)
 
 
 # A new question starts where a sentence ends and the next one opens with "also":
