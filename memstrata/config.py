@@ -213,6 +213,10 @@ SETTINGS: tuple[Setting, ...] = (
             low=0.0),
     Setting("kb_context_weight", 0.5, float,
             "Knowledge base: BM25 weight of a chunk's document title and heading path", low=0.0),
+    Setting("kb_neighbour_weight", 0.2, float,
+            "Knowledge base: share of the ordering value of the best neighbouring chunk "
+            "that continues a chunk's paragraph added to the chunk's when ranking (0: off)",
+            low=0.0, high=1.0),
     Setting("kb_stale_recalls", 5, int,
             "Knowledge base: recalls without a use after which a chunk is stale "
             "(down-weighted, listed by `memstrata kb stale`)", low=1),
@@ -315,6 +319,7 @@ class Settings:
     kb_k: int = 5
     kb_min_score: float = 0.0
     kb_context_weight: float = 0.5
+    kb_neighbour_weight: float = 0.2
     kb_stale_recalls: int = 5
     kb_stale_weight: float = 0.8
     kb_used_overlap: float = 0.3

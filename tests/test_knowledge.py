@@ -389,3 +389,41 @@ def test_search_ranks_chunks_as_the_hybrid_engine_ranks_them(memory) -> None:
         differ += [h.id for h in hits] != sorted((h.id for h in hits),
                                                   key=lambda i: -next(x.score for x in hits if x.id == i))
     assert differ  # the calibrated score alone would order some of these differently
+
+
+@pytest.mark.parametrize("iso, ctx, query, space", [
+    (("Descale the coffee machine with vinegar every month.",
+      "The grinder has twelve settings from fine to coarse.",
+      "Wipe the milk frother after each use."),
+     ("The warranty covers parts for two years.",
+      "Empty the water tank of the coffee machine before you descale it.",
+      "Descale the coffee machine with citric acid every month."),
+     "descale the coffee machine every month", " "),
+    (("咖啡机每月用柠檬酸除垢一次。", "磨豆机有十二档研磨粗细。", "每次用完擦净奶泡器。"),
+     ("保修期内免费更换零件两年。", "咖啡机除垢前先倒空水箱。", "咖啡机每月用白醋除垢一次。"),
+     "咖啡机每月除垢", ""),
+])
+def test_a_chunk_whose_neighbour_matches_outranks_an_isolated_equal_match(tmp_path, iso, ctx,
+                                                                           query, space) -> None:
+    """kb_neighbour_weight: a chunk's ordering value gains a share of the best adjacent
+    chunk's that continues its paragraph, so of two about equal matches the one whose
+    paragraph goes on in another match ranks first; off, the slightly better isolated
+    match (its neighbours are other paragraphs) does."""
+    ranked = {}
+    for weight in (0.0, 0.5):
+        with Memory(f"sqlite:///{tmp_path / f'n{weight}.db'}", embedder="hash:256", worker="off",
+                    kb_neighbour_weight=weight) as m:
+            longest = max(20, *map(len, iso + ctx))
+            m.kb.add_text("\n\n".join(iso), doc_id="iso", title="Notes", max_chars=longest,
+                          min_chars=0)  # three paragraphs
+            m.kb.add_text(space.join(ctx), doc_id="ctx", title="Notes", max_chars=longest,
+                          min_chars=0)  # one paragraph cut in three
+            chunks = m.kb.chunks("ctx")
+            assert [c.text.strip() for c in chunks] == list(ctx) and chunks[1].joins_next
+            assert not any(c.joins_next for c in m.kb.chunks("iso"))
+            hits = m.kb.search(query, k=3, expand=False)
+            ranked[weight] = [(h.doc_id, h.chunk.ordinal) for h in hits]
+            scores = {(h.doc_id, h.chunk.ordinal): h.score for h in hits}
+            assert scores[("iso", 0)] > scores[("ctx", 2)]  # the isolated match scores higher
+    assert ranked[0.0][:2] == [("iso", 0), ("ctx", 2)]
+    assert ranked[0.5][:2] == [("ctx", 2), ("iso", 0)]

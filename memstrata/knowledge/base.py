@@ -310,6 +310,7 @@ class KnowledgeBase:
                                                    replace(hit.parts, boost=weight), row.text, kb,
                                                    shared=shared is None or kb == shared,
                                                    stale=stale)))
+        scored = _with_neighbours(scored, self.settings.kb_neighbour_weight)
         scored.sort(key=lambda o: (-o[0], o[1].id))
         hits = [h for _, h in scored if h.score >= floor][:k]
         if expand:
@@ -385,6 +386,27 @@ class KnowledgeBase:
             for kb in {kb for kb, _ in chunks}:
                 self.store.count_knowledge_usage(kb, [cid for s, cid in chunks if s == kb], at=at,
                                                  used=1)
+
+
+def _with_neighbours(scored: list[tuple[float, KnowledgeHit]],
+                     weight: float) -> list[tuple[float, KnowledgeHit]]:
+    """Neighbour-aware ordering: each candidate's ordering value plus ``weight`` times
+    the best ordering value among its adjacent chunks that continue its paragraph (the
+    previous chunk when it ``joins_next``, the next one when this chunk does — the
+    neighbours :meth:`KnowledgeBase._expand` shows with a hit) and are candidates too.
+    A paragraph cut in two keeps its two halves' evidence together: the half that
+    holds the answer often shares few words with the question."""
+    if weight <= 0 or not scored:
+        return scored
+    by_place = {(h.kb, h.doc_id, h.chunk.ordinal): (order, h) for order, h in scored}
+    out = []
+    for order, h in scored:
+        before = by_place.get((h.kb, h.doc_id, h.chunk.ordinal - 1))
+        after = by_place.get((h.kb, h.doc_id, h.chunk.ordinal + 1))
+        near = [before[0]] if before is not None and before[1].chunk.joins_next else []
+        near += [after[0]] if after is not None and h.chunk.joins_next else []
+        out.append((order + weight * max(near, default=0.0), h))
+    return out
 
 
 def _check_kb(scope: Scope) -> None:
