@@ -10,7 +10,8 @@ chunk scores under ``min_score`` — beside how often an answerable question's d
 
 Systems over the same chunks, one index: ``memstrata`` (hybrid, title field, query
 expansion), ``bm25`` (lexical only, title field), ``bm25_plain`` (lexical only, chunk
-text alone — the README's baseline), ``dense`` (cosine only). ``memstrata_expanded`` is
+text alone — the README's baseline), ``dense`` (cosine only); the three baselines rank as
+their one list does (no ``kb_neighbour_weight`` ordering). ``memstrata_expanded`` is
 not a chunk Hit@k: memstrata's hits with neighbouring-chunk expansion on (the default of
 ``kb.search``), a hit counting when it or the neighbour shown with it holds a gold span.
 """
@@ -141,8 +142,11 @@ def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: 
     kb = memory.knowledge(agent_id=namespace)
     assert isinstance(kb, Knowledge)
     engine: KnowledgeBase = memory.knowledge_base
+    # the one-list baselines rank as their list alone does: no neighbour-aware ordering
+    alone = KnowledgeBase(engine.store, engine.indexer, engine.embedder,
+                          replace(engine.settings, kb_neighbour_weight=0.0))
     plain = KnowledgeBase(engine.store, engine.indexer, engine.embedder,
-                          replace(engine.settings, kb_context_weight=0.0))
+                          replace(engine.settings, kb_context_weight=0.0, kb_neighbour_weight=0.0))
     origins: dict[str, tuple[int, ...]] = {}
     started = time.perf_counter()
     chunks_total = embedded = 0
@@ -179,7 +183,7 @@ def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: 
         is_unanswerable = bool(meta.get("unanswerable")) or not q.get("gold_spans")
         for system, options in SYSTEM_OPTIONS.items():
             opts = dict(options)
-            target = plain if opts.pop("plain", False) else engine
+            target = plain if opts.pop("plain", False) else engine if opts["mode"] == "hybrid" else alone
             expand = opts.pop("expand", False)
             t0 = time.perf_counter()
             hits = target.search([kb.shared_scope], q["question"], k=10, expand=expand, min_score=0.0,
