@@ -166,6 +166,20 @@ def test_other_people_keep_their_subject_are_searchable_and_in_the_profile(memor
                                                        ).messages[0]["content"]
 
 
+@pytest.mark.parametrize("said, subject, content", [
+    ("My sister Mia works at a bakery.", "Mia", "User's sister Mia works at a bakery"),
+    ("I work at a bakery.", "user", "User works at a bakery"),
+    ("我妹妹小美在面包店工作。", "小美", None),
+])
+def test_a_workplace_without_a_proper_name_is_remembered(memory: Memory, said, subject,
+                                                         content) -> None:
+    # found by trying the README path as a new user: "works at a bakery" left no item
+    user = f"work-{abs(hash(said))}"
+    say(memory, user, said)
+    item = one(memory, user, attribute="employer")
+    assert item.subject == subject and (content is None or item.content == content)
+
+
 def test_a_named_friend_and_a_resumptive_pronoun_keep_their_subject(memory: Memory) -> None:
     say(memory, "friend", "My friend Tom lives in Boston. He is allergic to nuts.",
         "我的上司，他老家是重庆的。", "我的朋友小王住在成都")

@@ -58,6 +58,8 @@ def test_window_limits_what_is_read():
     ("My name is Anna", ("name", "Anna", True)),
     ("我叫小王", ("name", "小王", True)),
     ("I work at Stripe", ("employer", "Stripe", True)),
+    ("I work at a bakery", ("employer", "a bakery", True)),
+    ("I'm working in the local library", ("employer", "the local library", True)),
     ("I live in Berlin", ("city", "Berlin", True)),
     ("我住在上海", ("city", "上海", True)),
     ("我来自成都", ("hometown", "成都", True)),
@@ -111,6 +113,12 @@ def test_answer_style_requests(text, expected):
                                   "The movie was too long.", "这篇文章太长了"])
 def test_answer_style_rules_need_a_request(text):
     assert not [c for c in extract_text(text) if c.attribute and c.attribute.startswith("answer_")]
+
+
+@pytest.mark.parametrize("text", ["I work at home.", "I work at night.", "I work in a team of five.",
+                                  "I work at the moment on a novel.", "I work in the field of AI."])
+def test_a_workplace_needs_an_article_and_a_place(text):
+    assert not any(attribute == "employer" for attribute, _, _ in slots(text))
 
 
 def test_job_and_employer_in_one_sentence():

@@ -514,6 +514,15 @@ _EN = [
     _r("en.employer", r"\bi (?:now )?(?:work|am working) (?:at|for) (?P<v>[A-Z][\w&.'’-]*"
        r"(?: [A-Z][\w&.'’-]*){0,3})", F, "employer", "User works at {v}", importance=0.85,
        check=lambda v: bool(_NAME.match(v))),
+    # a workplace without a proper name ("I work at a bakery", "in the local hospital");
+    # the article keeps "at home", "at night" and "at the moment" out
+    _r("en.workplace", r"\bi(?:'m|’m| am)? (?:now |currently |still )?(?:work|working) "
+       r"(?:at|in) (?P<v>(?:a|an|the) "
+       r"(?!(?:moment|weekend|end|same|time|way|team|group|pair|shift|role|position|"
+       r"capacity|field|bit|lot|hurry|rush)\b)[a-z][\w'’-]*"
+       r"(?: [a-z][\w'’-]*){0,3}?)(?= and | but | because | since | so | as | where | with |"
+       r"[.,;!?]|$)", F, "employer", "User works at {v}", importance=0.8,
+       check=lambda v: len(v.split()) <= 4),
     _r("en.city", r"\bi (?:now |currently )?(?:live|am living|'m living|am based|'m based|"
        r"(?:have |'ve |just )?moved|relocated) (?:in|to) (?P<v>[\w'’.-]+(?:,? [A-Z][\w'’.-]*){0,3})",
        F, "city", "User lives in {v}", importance=0.85, check=lambda v: bool(_PLACE.match(v))),
