@@ -264,7 +264,11 @@ def dialogue_query(turns: Sequence[tuple[str, str]], *, user_turns: int = 8,
     coming first. On MADial dev (e5-small) recall@5 zh / en: the last user turn alone
     0.451 / 0.481; with 2 earlier user turns 0.530 / 0.555; with every earlier user turn
     0.593 / 0.592; and the assistant's last turn 0.618 / 0.630; every turn of both
-    roles in order 0.564 / 0.607.
+    roles in order 0.564 / 0.607. About fifty other variants (chit-chat tokens dropped or
+    down-weighted, an IDF floor, e5's passage prefix, the user turns alone, pseudo-relevance
+    feedback, hubness correction, other fusion weights) lifted zh by 0.006 at most and
+    en by 0.03 at most, within the noise of ±0.02 or at a cost in zh
+    (docs/benchmarks.md, MADial section).
     """
     last = next((i for i in range(len(turns) - 1, -1, -1) if turns[i][0] == "user"
                  and turns[i][1] and turns[i][1].strip()
