@@ -56,3 +56,31 @@ def test_the_first_statement_of_a_trajectory_counts_as_evidence():
     assert statements_behind(["t0"], mid_of, sources) == {"0"}
     assert statements_behind(["item", "t1"], mid_of, sources) == {"0", "1"}
     assert statements_behind(["a0", "unknown"], mid_of, sources) == set()
+
+
+@needs_data
+def test_longmemeval_keeps_its_import_and_vectors_for_the_next_run(tmp_path):
+    data = DATA / "longmemeval" / "longmemeval_s_dev60.json"
+    store, cache = f"sqlite:///{tmp_path / 'lme.db'}", tmp_path / "vectors.db"
+    first = run_longmemeval(data, ks=[5], limit=1, embedder="hash:256", progress=False,
+                            store=store, embedding_cache=cache)
+    assert first["embedding_cache"]["misses"] > 400  # a haystack of ~500 turns, embedded once
+    again = run_longmemeval(data, ks=[5], limit=1, embedder="hash:256", progress=False,
+                            store=store, embedding_cache=cache)
+    assert again["embedding_cache"]["misses"] == 0  # not imported again: only the question
+    assert again["systems"] == first["systems"] and again["per_question"] == first["per_question"]
+    import json
+
+    from memstrata import Memory
+    q = next(x for x in json.loads(data.read_text()) if not x["question_id"].endswith("_abs"))
+    cut_short = f"sqlite:///{tmp_path / 'cut.db'}"
+    with Memory(cut_short, embedder="hash:256") as memory:  # an import stopped after a session
+        memory.import_conversation([{"session_id": q["haystack_session_ids"][0], "messages": [
+            {"role": t["role"], "content": t["content"]} for t in q["haystack_sessions"][0]]}],
+            f"lme-{q['question_id']}", progress=False)
+    redone = run_longmemeval(data, ks=[5], limit=1, embedder="hash:256", progress=False,
+                             store=cut_short, embedding_cache=cache)
+    assert redone["systems"] == first["systems"]  # imported again in full
+    with Memory(cut_short, embedder="hash:256") as memory:
+        scope = memory.user(f"lme-{q['question_id']}").scope
+        assert len(memory.store.list_sessions(scope)) == len(q["haystack_sessions"])

@@ -7,6 +7,11 @@ session's date; the question searches that user's turns (episodic layer, no extr
 Reported per question type: turn recall@k over the ``has_answer`` turns, and session
 recall_any@k / recall_all@k over ``answer_session_ids`` (a session counts as retrieved
 when one of its turns is in the top k). ``_abs`` (abstention) questions are skipped.
+
+A haystack is ~500 turns, half of them the assistant's long answers: embedding one takes
+minutes on two cores, so ``embedding_cache`` (an SQLite file,
+:class:`~.embedding_cache.DiskCachedEmbedder`) keeps the vectors for the next run —
+same scores, no embedding. ``misses`` in the report counts what this run embedded.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ..providers.embedders import parse_embedder
 from ..types import Filters, Layer, Scope
 from .common import SYSTEMS, bench_memory
+from .embedding_cache import DiskCachedEmbedder
 
 __all__ = ["run_longmemeval", "parse_date"]
 
@@ -41,38 +48,71 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
+def _import(memory: Any, user: str, q: dict[str, Any]) -> tuple[dict[str, str], set[str]]:
+    """Import one question's haystack as ``user``: ``(session of each turn id, the ids of
+    the has_answer turns)``."""
+    sessions = []
+    for sid, date, turns in zip(q["haystack_session_ids"], q["haystack_dates"],
+                                q["haystack_sessions"]):
+        start = parse_date(date)
+        sessions.append({"session_id": sid, "messages": [
+            {"role": t["role"], "content": t["content"] or "",
+             "created_at": start + timedelta(seconds=i),
+             "metadata": {"has_answer": bool(t.get("has_answer"))}}
+            for i, t in enumerate(turns) if t["role"] in ("user", "assistant")]})
+    results = memory.import_conversation(sessions, user, progress=False)
+    return ({m.id: r.session_id for r in results for m in r.messages},
+            {m.id for r in results for m in r.messages if m.metadata.get("has_answer")})
+
+
 def run_longmemeval(data: str | Path, *, ks: list[int], limit: int | None = None,
                     embedder: str | None = None, progress: bool = True,
+                    embedding_cache: str | Path | None = None, store: str | None = None,
                     **settings: Any) -> dict[str, Any]:
-    """Turn and session recall@k per question type for memstrata, BM25-only, dense-only."""
+    """Turn and session recall@k per question type for memstrata, BM25-only, dense-only;
+    ``misses`` lists, per question, the ``has_answer`` turns memstrata left out of its
+    top ``max(ks)``. With ``store`` (a store URL) the haystacks are imported there once,
+    one user per question; a later run on the same store only searches (retrieval
+    settings can be compared without importing again)."""
     questions = [q for q in json.loads(Path(data).read_text()) if not q["question_id"].endswith("_abs")]
-    if limit:
-        questions = questions[::max(1, len(questions) // limit)][:limit]
+    if limit and limit < len(questions):  # evenly spaced over the file (it is sorted by type)
+        questions = [questions[i * len(questions) // limit] for i in range(limit)]
     rows: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
-    with bench_memory(None, embedder, **settings) as memory:
-        for n, q in enumerate(tqdm(questions, desc="questions", disable=not progress)):
-            user = f"lme-{n}"
-            sessions = []
-            for sid, date, turns in zip(q["haystack_session_ids"], q["haystack_dates"],
-                                        q["haystack_sessions"]):
-                start = parse_date(date)
-                sessions.append({"session_id": sid, "messages": [
-                    {"role": t["role"], "content": t["content"] or "",
-                     "created_at": start + timedelta(seconds=i),
-                     "metadata": {"has_answer": bool(t.get("has_answer"))}}
-                    for i, t in enumerate(turns) if t["role"] in ("user", "assistant")]})
-            results = memory.import_conversation(sessions, user, progress=False)
-            session_of = {m.id: r.session_id for r in results for m in r.messages}
-            answers = {m.id for r in results for m in r.messages if m.metadata.get("has_answer")}
-            gold_sessions = set(q["answer_session_ids"])
+    misses: list[dict[str, Any]] = []
+    per_question: dict[str, dict[str, Any]] = {}
+    cached = DiskCachedEmbedder(parse_embedder(embedder), embedding_cache) if embedding_cache else None
+    with bench_memory(store, cached or embedder, **settings) as memory:
+        for q in tqdm(questions, desc="questions", disable=not progress):
+            user = f"lme-{q['question_id']}"
             scope = Scope(user, memory.settings.namespace)
+            stored = memory.store.list_sessions(scope) if store else []
+            turns = {s.session_id: memory.user(user).messages(s.session_id) for s in stored}
+            expected = sum(t["role"] in ("user", "assistant") for s in q["haystack_sessions"] for t in s)
+            if stored and sum(map(len, turns.values())) == expected:
+                # imported by an earlier run into this store: search it as it is
+                session_of = {m.id: sid for sid, ms in turns.items() for m in ms}
+                answers = {m.id for ms in turns.values() for m in ms if m.metadata.get("has_answer")}
+            else:
+                if stored:  # an import cut short (the run was stopped): start it again
+                    memory.forget_user(user)
+                session_of, answers = _import(memory, user, q)
+            gold_sessions = set(q["answer_session_ids"])
             vector = memory.embedder.embed([q["question"]], kind="query")[0]
             for system, options in SYSTEMS.items():
                 hits = memory.retriever.search(scope, q["question"], k=max(ks), touch=False,
                                                filters=Filters(layers=(Layer.EPISODIC,)),
                                                query_vector=vector, preset="relevance",
                                                now=parse_date(q["question_date"]), **options).hits
+                if system == "memstrata":
+                    found_ids = {i for h in hits for i in h.ids}
+                    lost = answers - found_ids
+                    if lost:
+                        texts = memory.store.doc_info(scope, sorted(lost))
+                        misses.append({"question_id": q["question_id"], "type": q["question_type"],
+                                       "question": q["question"],
+                                       "missed": [t.text[:200] for t in texts.values()],
+                                       "top": [h.text[:120] for h in hits[:3]]})
                 for k in ks:
                     top = hits[:k]
                     ids = {i for h in top for i in h.ids}
@@ -82,7 +122,14 @@ def run_longmemeval(data: str | Path, *, ks: list[int], limit: int | None = None
                         row[f"turn_recall@{k}"].append(len(answers & ids) / len(answers))
                     row[f"session_any@{k}"].append(float(bool(gold_sessions & found)))
                     row[f"session_all@{k}"].append(float(gold_sessions <= found))
+                    if answers:
+                        per_question.setdefault(q["question_id"], {"type": q["question_type"]})[
+                            f"{system} turn_recall@{k}"] = round(len(answers & ids) / len(answers), 4)
         name = memory.embedder.name
+    cache = None
+    if cached is not None:
+        cache = {"path": str(cached.path), "hits": cached.hits, "misses": cached.misses}
+        cached.close()
     systems: dict[str, Any] = {}
     for system, types in rows.items():
         every: dict[str, list[float]] = defaultdict(list)
@@ -94,4 +141,5 @@ def run_longmemeval(data: str | Path, *, ks: list[int], limit: int | None = None
                                        | {"n": len(next(iter(m.values())))}
                                        for t, m in sorted(types.items())}}
     return {"benchmark": "longmemeval", "data": str(data), "embedder": name,
-            "questions": len(questions), "ks": ks, "systems": systems}
+            "questions": len(questions), "ks": ks, "systems": systems,
+            "embedding_cache": cache, "per_question": per_question, "misses": misses}

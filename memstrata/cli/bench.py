@@ -334,16 +334,25 @@ def chat(memdaily, madial, limit, budget, embedder, json_out) -> None:
 @click.option("--limit", type=int, default=None,
               help="Only N questions, evenly spaced (each has ~500 turns to embed).")
 @click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--embedding-cache", default=None, type=click.Path(dir_okay=False),
+              help="SQLite file of vectors kept across runs (same scores, no re-embedding).")
+@click.option("--store", default=None,
+              help="Store URL to import into and keep (default: a temporary SQLite file); a "
+                   "later run on it only searches the haystacks already imported.")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
 @handle_errors
-def longmemeval(data, ks, limit, embedder, json_out) -> None:
+def longmemeval(data, ks, limit, embedder, embedding_cache, store, json_out) -> None:
     """LongMemEval_S: turn recall@k over has_answer turns and session recall_any/all@k,
     per question type, memstrata vs BM25-only vs dense-only."""
     from ..bench.longmemeval import run_longmemeval
 
     ks = _ks(ks)
-    report = run_longmemeval(data, ks=ks, limit=limit, embedder=embedder)
-    click.echo(f"LongMemEval_S: {report['questions']} questions, embedder {report['embedder']}")
+    report = run_longmemeval(data, ks=ks, limit=limit, embedder=embedder,
+                             embedding_cache=embedding_cache, store=store)
+    cache = report["embedding_cache"]
+    click.echo(f"LongMemEval_S: {report['questions']} questions, embedder {report['embedder']}"
+               + (f" (embedding cache {cache['path']}: {cache['hits']} hits, {cache['misses']} "
+                  "embedded)" if cache else ""))
     keys = [f"{m}@{k}" for m in ("turn_recall", "session_any", "session_all") for k in ks]
     click.echo("| system | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
     for name, s in report["systems"].items():
