@@ -410,3 +410,25 @@ def test_add_indexes_words_at_once_and_vectors_in_the_background(tmp_path):
         assert m.search("heron canal", "u", mode="dense")[0].text.startswith("the heron")
     with pytest.raises(ConfigError, match="embed_on_add"):
         Memory("memory://", embedder="hash:64", embed_on_add="sometimes")
+
+
+@pytest.mark.parametrize("statements, query", [
+    (["I joined a volleyball league, the volleyball league of my office.",
+      "The volleyball league plays on Tuesdays; our volleyball league is fun.",
+      "I signed up for a charity event for the children's hospital.",
+      "It rained today.", "I had noodles for dinner.", "My cat is called Mochi."],
+     "Which did I do first, the volleyball league or the charity run?"),
+    (["我参加了排球联赛，公司的排球联赛。", "排球联赛每周二比赛，我们的排球联赛很好玩。",
+      "我报名了为儿童医院募捐的慈善活动。", "今天下雨了。", "晚饭吃了面条。", "我的猫叫团子。"],
+     "我先参加的是哪个，排球联赛还是慈善跑？"),
+])
+def test_a_choice_question_gets_a_hit_for_each_option(tmp_path, statements, query):
+    tops = {}
+    for split in (True, False):
+        with Memory(f"sqlite:///{tmp_path / f'{split}.db'}", embedder="hash:64", worker="off",
+                    split_questions=split, expansion_weight=0) as m:
+            _said(m, *statements)
+            tops[split] = [h.text for h in m.search(query, "u", k=2, mode="lexical")]
+    assert tops[False] == statements[:2] or set(tops[False]) == set(statements[:2])
+    # one question per option: the charity event is not crowded out by the league
+    assert statements[2] in tops[True] and any(t in tops[True] for t in statements[:2]), tops

@@ -268,3 +268,62 @@ def test_the_dialogue_is_the_query(e5, lang):
     found = score(query, recent)
     assert found > max(score(query), score(query, window)) + 0.03, (found, score(query),
                                                                      score(query, window))
+
+
+# A user's statement after the assistant's long answer: its vector must read the
+# statement, not only the answer before it (the embedder reads a prefix of ~2,000
+# characters; LongMemEval's assistant answers average 1,700).
+LONG_ANSWER = {
+    "en": ("Can you suggest some ideas for a weekend in the mountains?",
+           " ".join(f"Idea {n}: take the scenic cable car, pack a picnic with local cheese, "
+                    f"and watch the sunset from the ridge trail before heading back."
+                    for n in range(1, 30)),
+           "By the way, I graduated with a degree in marine biology, so tide pools excite me.",
+           "What degree did I graduate with?", "marine biology"),
+    "zh": ("你能推荐一些周末去山里玩的点子吗？",
+           "".join(f"点子{n}：坐观光缆车上山，带上当地的奶酪野餐，在山脊步道上看日落后再下山。"
+                   for n in range(1, 60)),
+           "顺便说一下，我大学读的是海洋生物专业，所以特别喜欢潮间带。",
+           "我大学学的是什么专业？", "海洋生物"),
+}
+
+
+@pytest.mark.parametrize("lang", LONG_ANSWER)
+def test_a_statement_after_a_long_answer_is_embedded_by_its_own_words(e5, lang):
+    ask, answer, fact, query, word = LONG_ANSWER[lang]
+    assert len(answer) > 2000
+    user = f"long-{lang}"
+    e5.add([{"role": "user", "content": ask}, {"role": "assistant", "content": answer},
+            {"role": "user", "content": fact}], user, "s0")
+    e5.flush()
+    hits = e5.search(query, user, mode="dense", filters={"layer": "episodic"})
+    assert hits and word in hits[0].text, [h.text[:60] for h in hits]
+    # a match on its own, not the answer's (embedded with the answer, it scored 0.002)
+    assert hits[0].parts.dense > 0.2, hits[0].parts
+
+
+# What the two said in a conversation ("the shop we talked about") is the assistant's
+# answer as much as the user's words: its turns are not discounted then. A request
+# ("Can you recommend…") is not such a reference.
+SHOP = {
+    "en": ("We're in Orlando with the kids. Any dessert spots for after dinner?",
+           "Here are some fun dessert spots: 1. The Sugar Factory at Icon Park, famous for its "
+           "giant milkshakes. 2. Gideon's Bakehouse for cookies. 3. Kelly's Homemade Ice Cream.",
+           "Can you remind me of that dessert shop with the giant milkshakes we talked about?",
+           "Sugar Factory"),
+    "zh": ("我们带孩子在成都玩，晚饭后有什么甜品店推荐吗？",
+           "推荐几家：1. 春熙路的糖工厂，招牌是超大杯奶昔。2. 太古里的饼干烘焙坊。3. 宽窄巷子的手工冰淇淋。",
+           "我们上次聊到的那家有超大杯奶昔的甜品店叫什么？", "糖工厂"),
+}
+
+
+@pytest.mark.parametrize("lang", SHOP)
+def test_a_question_about_what_we_talked_about_finds_the_assistants_answer(e5, lang):
+    ask, answer, query, word = SHOP[lang]
+    user = f"shop-{lang}"
+    chat(e5, user, (ask, answer))
+    hits = e5.search(query, user, filters={"layer": "episodic"})
+    assert hits and word in hits[0].text and hits[0].role == "assistant", [h.text for h in hits]
+    assert hits[0].parts.role_weight == 1.0
+    request = {"en": "Can you recommend a dessert shop?", "zh": "你推荐一下甜品店"}[lang]
+    assert all(h.parts.role_weight < 1.0 for h in e5.search(request, user) if h.role == "assistant")

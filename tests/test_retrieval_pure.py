@@ -149,6 +149,53 @@ def test_turns_hours_apart_are_not_each_others_context():
     ("Also, where?", ["Also, where?"]),  # nothing before the connective
     ("她说了什么。此外：他的呢？", ["她说了什么。 他的呢？"]),  # no index word after it: kept together
     ("那个\"探讨技术。\"的活动？另外，时间？", ["那个\"探讨技术。\"的活动？", "时间？"]),
+    # a choice: one question per option
+    ("Which did I do first, the volleyball league or the charity run?",
+     ["Which did I do first the volleyball league?", "Which did I do first the charity run?"]),
+    ("我先参加的是哪个，排球联赛还是慈善跑？", ["我先参加的是哪个 排球联赛？", "我先参加的是哪个 慈善跑？"]),
+    ("Do you want tea or coffee?", ["Do you want tea or coffee?"]),  # no comma: not split
+    ("我喜欢猫还是狗？", ["我喜欢猫还是狗？"]),
 ])
 def test_compound_questions_split_only_at_a_connective_after_a_sentence(query, questions):
     assert split_question(query) == questions
+
+
+def test_dense_text_reads_the_turn_itself_after_a_long_one():
+    from memstrata.retrieval.documents import (ASSISTANT_DENSE_CHARS, PRIOR_DENSE_CHARS,
+                                               clip_words, dense_text, window_texts)
+    from memstrata.types import Message, Role
+
+    essay = "word " * 1000
+    turns = [Message(Role.ASSISTANT, essay, NOW, id="a"),
+             Message(Role.USER, "I graduated in marine biology.", NOW, id="u"),
+             Message(Role.ASSISTANT, essay, NOW, id="b")]
+    assert window_texts(turns, 1)[3] == "I graduated in marine biology."  # the essay left out
+    reply = dense_text(turns[2], turns[1])  # an assistant turn: its opening, after the prior
+    assert reply.startswith("I graduated in marine biology.\nword word")
+    assert len(reply) <= len(turns[1].text) + 1 + ASSISTANT_DENSE_CHARS
+    short = Message(Role.ASSISTANT, "x" * PRIOR_DENSE_CHARS, NOW)
+    assert dense_text(turns[1], short) == f"{short.text}\n{turns[1].text}"  # a short one stays
+    long_user = Message(Role.USER, "我" * 3000, NOW)
+    assert dense_text(long_user, None) == long_user.text  # a user's own text is never cut here
+    assert clip_words("alpha beta gamma", 12) == "alpha beta"  # at a word boundary
+    assert clip_words("海" * 700, 600) == "海" * 600  # Chinese: at the limit
+    assert clip_words("short", 240) == "short"
+
+
+@pytest.mark.parametrize("query, about", [
+    ("What did you say my main language was?", True),
+    ("What was the book you recommended?", True),
+    ("Remind me of that dessert shop with the giant milkshakes we talked about last time?", True),
+    ("I wanted to check back on our previous conversation about Netflix.", True),
+    ("Can you suggest some useful accessories for my phone?", False),  # a request, not a reference
+    ("Can you recommend a hotel in Lisbon?", False),
+    ("你之前说我的主要语言是什么？", True),
+    ("你推荐过的那家店叫什么？", True),
+    ("我们上次聊到的那家甜品店叫什么？", True),
+    ("你推荐一下周末去哪玩", False),
+    ("我住在哪里？", False),
+])
+def test_asks_about_assistant_tells_a_reference_from_a_request(query, about):
+    from memstrata.retrieval.documents import asks_about_assistant
+
+    assert asks_about_assistant(query) is about
