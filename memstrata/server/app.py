@@ -32,6 +32,7 @@ from .. import __version__
 from ..memory import Memory
 from ..stores import safe_url
 from .errors import install as install_errors
+from .docs import install_docs
 from .keys import Keys
 from .observe import MeteredSink, Metrics, ServiceMiddleware
 from .schemas import ErrorOut
@@ -155,7 +156,7 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
         svc.shutdown()
 
     app = FastAPI(title="memstrata", version=__version__, description=_DESCRIPTION,
-                  lifespan=lifespan, responses=_ERRORS,
+                  lifespan=lifespan, responses=_ERRORS, docs_url=None, redoc_url=None,
                   openapi_tags=[{"name": "memory", "description": "One user's memory"},
                                 {"name": "items", "description": "Memory items and their versions"},
                                 {"name": "profile", "description": "The core profile"},
@@ -168,6 +169,7 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
                                 {"name": "ops", "description": "Health, readiness, metrics"}])
     app.state.service = svc
     install_errors(app)
+    install_docs(app)  # /docs and /redoc from packaged assets, nothing from a CDN
     from .routes import admin, inspect, items, knowledge, ops, users
 
     for module in (users, items, inspect, knowledge, admin, ops):
