@@ -425,11 +425,7 @@ class UserMemory:
     def _search(self, request: SearchRequest, *, explain: bool) -> SearchResult:
         m = self.memory
         request = request.checked(m.settings.max_message_chars)
-        return m.retriever.search(self.scope, request.query, k=request.k, filters=request.filters,
-                                  recent=list(request.recent),
-                                  preset=request.scoring or m.settings.scoring,
-                                  mode=request.mode, now=request.now, explain=explain,
-                                  min_score=request.min_score, roles=request.roles,
+        return m.retriever.search(self.scope, request, explain=explain,
                                   touch=not m.settings.read_only)
 
     # -- sessions and context (logic in layers.episodic and layers.context) -----------

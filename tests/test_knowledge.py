@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from pgserver_fixture import pg_server, pg_url  # noqa: F401  (fixtures)
 
-from memstrata import Memory
+from memstrata import Memory, SearchRequest
 from memstrata.cli.main import cli
 from memstrata.errors import NotFoundError, ValidationError
 
@@ -384,7 +384,8 @@ def test_search_ranks_chunks_as_the_hybrid_engine_ranks_them(memory) -> None:
     for query in ("how do I reset the router", "router restarts", "who pays the shipping for returns",
                   "退货运费谁承担", "Wi-Fi password label", "reset button lights blink"):
         hits = memory.kb.search(query, k=5, expand=False)
-        found = engine.retriever.search(scope, query, k=5, preset="relevance", touch=False, split=False)
+        found = engine.retriever.search(scope, SearchRequest(query, k=5, scoring="relevance"),
+                                        touch=False, split=False)
         assert [h.id for h in hits] == [h.id for h in found.hits], query
         differ += [h.id for h in hits] != sorted((h.id for h in hits),
                                                   key=lambda i: -next(x.score for x in hits if x.id == i))

@@ -30,7 +30,8 @@ from typing import Any
 from tqdm import tqdm
 
 from ..retrieval.documents import is_low_information
-from .common import SYSTEMS, bench_memory
+from ..requests import SearchRequest
+from .common import SYSTEMS, search_as, bench_memory
 from .memdaily import load_memdaily, parse_time
 
 __all__ = ["run_chat", "chat_sessions", "statements_behind", "REPLIES"]
@@ -132,9 +133,9 @@ def run_chat(data: str | Path, *, limit: int | None = 100, budget: int = 2000,
                     continue
                 questions += 1
                 gold = {str(g) for g in qa["target_step_id"]}
-                for system, options in SYSTEMS.items():
-                    hits = memory.retriever.search(user.scope, qa["question"], k=5, touch=False,
-                                                   preset=memory.settings.scoring, **options).hits
+                for system in SYSTEMS:
+                    hits = search_as(memory.retriever, system, user.scope,
+                                     SearchRequest(qa["question"], k=5), touch=False).hits
                     # a hit covers its merged turns and the turns its item came from
                     found = covered([i for h in hits for i in h.ids])
                     recall[system][qtype].append(len(gold & found) / len(gold))

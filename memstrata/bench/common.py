@@ -7,20 +7,31 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..memory import Memory
 from ..providers.embedders import Embedder
+from ..requests import SearchRequest
+from ..retrieval.search import Mode, Retriever, SearchResult
+from ..types import Scope
 
-__all__ = ["RecallTable", "bench_memory", "SYSTEMS", "write_json"]
+__all__ = ["RecallTable", "bench_memory", "SYSTEMS", "search_as", "write_json"]
 
-# name in the report -> Retriever.search options over the same index. The baselines are
-# one plain list each: no question splitting, no query expansion.
+# name in the report -> (the request's mode, Retriever.search options) over the same
+# index. The baselines are one plain list each: no question splitting, no query expansion.
 _PLAIN = {"split": False, "expansion": 0.0}
-SYSTEMS: dict[str, dict[str, Any]] = {"memstrata": {"mode": "hybrid"},
-                                      "bm25": {"mode": "lexical", **_PLAIN},
-                                      "dense": {"mode": "dense", **_PLAIN}}
+SYSTEMS: dict[str, tuple[Mode, dict[str, Any]]] = {"memstrata": ("hybrid", {}),
+                                                   "bm25": ("lexical", _PLAIN),
+                                                   "dense": ("dense", _PLAIN)}
+
+
+def search_as(retriever: Retriever, system: str, scope: Scope, request: SearchRequest,
+              **options: Any) -> SearchResult:
+    """``request`` searched the way ``system`` (a key of :data:`SYSTEMS`) searches."""
+    mode, own = SYSTEMS[system]
+    return retriever.search(scope, replace(request, mode=mode), **own, **options)
 
 
 class RecallTable:

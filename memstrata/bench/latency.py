@@ -37,6 +37,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..memory import Memory
+from ..requests import SearchRequest
 from ..retrieval.documents import item_texts
 from ..stores.base import IndexDoc, Store
 from ..types import Filters, ItemVersion, Kind, Layer, MemoryItem, Scope, new_id, utcnow
@@ -164,10 +165,10 @@ def _fresh_search(url: str, user: str, texts: list[str], vectors: np.ndarray) ->
         times = []
         for text, vec in zip(texts, vectors):
             t0 = time.perf_counter()
-            memory.retriever.search(scope, text, k=10, query_vector=vec)
+            memory.retriever.search(scope, SearchRequest(text, k=10), query_vector=vec)
             times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        memory.retriever.search(scope, texts[0] + " today", k=10)
+        memory.retriever.search(scope, SearchRequest(texts[0] + " today", k=10))
         embedded = time.perf_counter() - t0
         index_memory = getattr(memory.store, "index_memory", None)
         scopes = index_memory()["scopes"] if index_memory else 0
@@ -210,15 +211,16 @@ def _after_other_writes(memory: Memory, url: str, scope: Scope, base_vectors: np
         ids = _in_child(_write_items, url, scope.user_id, texts, base_vectors, 2000 + r)
         q = (r * 7) % len(query_texts)
         t0 = time.perf_counter()
-        memory.retriever.search(scope, query_texts[q], k=10, query_vector=qvecs[q], touch=False)
+        memory.retriever.search(scope, SearchRequest(query_texts[q], k=10), query_vector=qvecs[q],
+                                touch=False)
         first.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        memory.retriever.search(scope, query_texts[q + 1], k=10, query_vector=qvecs[q + 1],
+        memory.retriever.search(scope, SearchRequest(query_texts[q + 1], k=10), query_vector=qvecs[q + 1],
                                 touch=False)
         second.append(time.perf_counter() - t0)
         found = memory.retriever.search  # every written item, found by its own words
         for item_id, text in zip(ids, texts):
-            hits = found(scope, text, k=10, mode="lexical", touch=False).hits
+            hits = found(scope, SearchRequest(text, k=10, mode="lexical"), touch=False).hits
             visible += any(h.id == item_id for h in hits)
         total += len(ids)
     return {"rounds": rounds, "writes_per_round": writes,
@@ -295,21 +297,22 @@ def run_latency(sizes: list[int], *, queries: int = 200, store: str | None = Non
                 texts = synthetic_texts(size - loaded, seed=size)
                 _bulk_items(memory.store, scope, texts, base_vectors, rng, progress)
                 loaded = size
-                memory.retriever.search(scope, query_texts[0], k=10, query_vector=qvecs[0], touch=False)
+                memory.retriever.search(scope, SearchRequest(query_texts[0], k=10), query_vector=qvecs[0],
+                                        touch=False)
                 excluded, included, repeated = [], [], []
                 for i, text in enumerate(tqdm(query_texts, desc=f"search @{size:,}",
                                               disable=not progress, leave=False)):
                     t0 = time.perf_counter()
-                    memory.retriever.search(scope, text, k=10, query_vector=qvecs[i])
+                    memory.retriever.search(scope, SearchRequest(text, k=10), query_vector=qvecs[i])
                     excluded.append(time.perf_counter() - t0)
                 memory.retriever.queries.clear()  # every query below is embedded (no cache hit)
                 for text in query_texts[:50]:
                     t0 = time.perf_counter()
-                    memory.retriever.search(scope, text, k=10)
+                    memory.retriever.search(scope, SearchRequest(text, k=10))
                     included.append(time.perf_counter() - t0)
                 for text in query_texts[:50]:  # the same queries again: their vectors cached
                     t0 = time.perf_counter()
-                    memory.retriever.search(scope, text, k=10)
+                    memory.retriever.search(scope, SearchRequest(text, k=10))
                     repeated.append(time.perf_counter() - t0)
                 row: dict[str, Any] = {"search_excluding_embedding": _percentiles(excluded),
                                        "search_including_embedding": _percentiles(included),
@@ -366,7 +369,8 @@ def _search_users(url: str, users: int, queries: int, budget_mb: float) -> dict[
     vectors = embedder.embed(texts, kind="query")
     with Memory(url, embedder=embedder, worker="off", index_memory_mb=budget_mb) as memory:
         for i in _by_language(texts)[:2]:  # English, then Chinese: jieba's dictionary loaded
-            memory.retriever.search(Scope("user-00000"), texts[i], k=10, query_vector=vectors[i])
+            memory.retriever.search(Scope("user-00000"), SearchRequest(texts[i], k=10),
+                                    query_vector=vectors[i])
         rss_open = _rss_mb()
         order = list(range(users))
         rng.shuffle(order)
@@ -375,14 +379,14 @@ def _search_users(url: str, users: int, queries: int, budget_mb: float) -> dict[
         for n, u in enumerate(order):
             q = n % len(texts)
             t0 = time.perf_counter()
-            hits = memory.retriever.search(Scope(f"user-{u:05d}"), texts[q], k=10,
+            hits = memory.retriever.search(Scope(f"user-{u:05d}"), SearchRequest(texts[q], k=10),
                                            query_vector=vectors[q]).hits
             first.append(time.perf_counter() - t0)
             empty += len(hits) < 10
         for n in range(queries):
             q, u = n % len(texts), rng.randrange(users)
             t0 = time.perf_counter()
-            hits = memory.retriever.search(Scope(f"user-{u:05d}"), texts[q], k=10,
+            hits = memory.retriever.search(Scope(f"user-{u:05d}"), SearchRequest(texts[q], k=10),
                                            query_vector=vectors[q]).hits
             again.append(time.perf_counter() - t0)
             empty += len(hits) < 10

@@ -16,8 +16,11 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ..requests import SearchRequest
 from ..types import Filters, Layer, Scope
-from .common import SYSTEMS, RecallTable, bench_memory
+from ..providers.embedders import parse_embedder
+from .common import SYSTEMS, search_as, RecallTable, bench_memory
+from .embedding_cache import DiskCachedEmbedder
 
 __all__ = ["run_locomo", "load_locomo", "parse_evidence", "CATEGORIES"]
 
@@ -72,12 +75,14 @@ def conversation_sessions(sample: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run_locomo(data: str | Path, *, ks: list[int], store: str | None = None,
-               embedder: str | None = None, limit: int | None = None, progress: bool = True,
+               embedder: str | None = None, limit: int | None = None,
+               embedding_cache: str | Path | None = None, progress: bool = True,
                **settings: Any) -> dict[str, Any]:
     samples = load_locomo(data)[: limit or None]
     table = RecallTable(ks)
     unparsed = questions = 0
-    with bench_memory(store, embedder, **settings) as memory:
+    cached = DiskCachedEmbedder(parse_embedder(embedder), embedding_cache) if embedding_cache else None
+    with bench_memory(store, cached or embedder, **settings) as memory:
         for sample in tqdm(samples, desc="import", unit="conv", disable=not progress):
             user = f"locomo-{sample['sample_id']}"
             results = memory.import_conversation(conversation_sessions(sample), user, progress=progress)
@@ -96,11 +101,10 @@ def run_locomo(data: str | Path, *, ks: list[int], store: str | None = None,
                     questions += 1
                     category = CATEGORIES.get(qa["category"], str(qa["category"]))
                     qvec = memory.embedder.embed([qa["question"]], kind="query")[0]
-                    for system, options in SYSTEMS.items():
-                        result = memory.retriever.search(scope, qa["question"], k=max(ks),
-                                                         filters=filters,
-                                                         query_vector=qvec, touch=False,
-                                                         preset=memory.settings.scoring, **options)
+                    request = SearchRequest(qa["question"], k=max(ks), filters=filters)
+                    for system in SYSTEMS:
+                        result = search_as(memory.retriever, system, scope, request,
+                                           query_vector=qvec, touch=False)
                         ranked = [sample["_dia"].get(h.id) for h in result.hits]
                         table.add(system, category, ranked, gold)
         embedder_name = memory.embedder.name

@@ -26,8 +26,9 @@ from typing import Any
 from tqdm import tqdm
 
 from ..providers.embedders import parse_embedder
+from ..requests import SearchRequest
 from ..types import Filters, Layer, Scope
-from .common import SYSTEMS, bench_memory
+from .common import SYSTEMS, search_as, bench_memory
 from .embedding_cache import DiskCachedEmbedder
 
 __all__ = ["run_longmemeval", "parse_date"]
@@ -99,11 +100,12 @@ def run_longmemeval(data: str | Path, *, ks: list[int], limit: int | None = None
                 session_of, answers = _import(memory, user, q)
             gold_sessions = set(q["answer_session_ids"])
             vector = memory.embedder.embed([q["question"]], kind="query")[0]
-            for system, options in SYSTEMS.items():
-                hits = memory.retriever.search(scope, q["question"], k=max(ks), touch=False,
-                                               filters=Filters(layers=(Layer.EPISODIC,)),
-                                               query_vector=vector, preset="relevance",
-                                               now=parse_date(q["question_date"]), **options).hits
+            request = SearchRequest(q["question"], k=max(ks),
+                                    filters=Filters(layers=(Layer.EPISODIC,)),
+                                    scoring="relevance", now=parse_date(q["question_date"]))
+            for system in SYSTEMS:
+                hits = search_as(memory.retriever, system, scope, request, query_vector=vector,
+                                 touch=False).hits
                 if system == "memstrata":
                     found_ids = {i for h in hits for i in h.ids}
                     lost = answers - found_ids

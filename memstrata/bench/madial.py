@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ..retrieval.documents import dialogue_query
+from ..requests import SearchRequest
 from ..types import Filters, Layer, Scope
-from .common import SYSTEMS, RecallTable, bench_memory
+from ..providers.embedders import parse_embedder
+from .common import SYSTEMS, search_as, RecallTable, bench_memory
+from .embedding_cache import DiskCachedEmbedder
 
 __all__ = ["run_madial", "load_madial", "parse_dialogue"]
 
@@ -57,12 +60,14 @@ def load_madial(directory: str | Path, lang: str) -> tuple[dict[str, dict[str, A
 
 def run_madial(data: str | Path, *, ks: list[int], langs: tuple[str, ...] = ("zh", "en"),
                embedder: str | None = None, limit: int | None = None,
+               embedding_cache: str | Path | None = None,
                **settings: Any) -> dict[str, Any]:
     """recall@k per language for memstrata, BM25-only and dense-only."""
     table = RecallTable(ks)
     questions = 0
     filters = Filters(layers=(Layer.SEMANTIC,))
-    with bench_memory(None, embedder, **settings) as memory:
+    cached = DiskCachedEmbedder(parse_embedder(embedder), embedding_cache) if embedding_cache else None
+    with bench_memory(None, cached or embedder, **settings) as memory:
         for lang in langs:
             memories, dialogues = load_madial(data, lang)
             user = f"madial-{lang}"
@@ -82,10 +87,10 @@ def run_madial(data: str | Path, *, ks: list[int], langs: tuple[str, ...] = ("zh
                 if not query or not gold:
                     continue
                 questions += 1
-                for system, options in SYSTEMS.items():
-                    hits = memory.retriever.search(scope, query, recent=recent, k=max(ks),
-                                                   filters=filters, touch=False,
-                                                   preset="relevance", **options).hits
+                request = SearchRequest(query, k=max(ks), filters=filters, recent=tuple(recent),
+                                        scoring="relevance")
+                for system in SYSTEMS:
+                    hits = search_as(memory.retriever, system, scope, request, touch=False).hits
                     table.add(system, lang, [ids.get(h.id, "") for h in hits], gold)
         name = memory.embedder.name
     return {"benchmark": "madial", "data": str(data), "embedder": name, "systems": table.summary(),

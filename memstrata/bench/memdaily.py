@@ -14,8 +14,11 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ..requests import SearchRequest
 from ..types import Filters, Layer, Scope
-from .common import SYSTEMS, RecallTable, bench_memory
+from ..providers.embedders import parse_embedder
+from .common import SYSTEMS, search_as, RecallTable, bench_memory
+from .embedding_cache import DiskCachedEmbedder
 
 __all__ = ["run_memdaily", "load_memdaily"]
 
@@ -44,7 +47,8 @@ def load_memdaily(directory: str | Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def run_memdaily(data: str | Path, *, ks: list[int], store: str | None = None,
-                 embedder: str | None = None, limit: int | None = None, progress: bool = True,
+                 embedder: str | None = None, limit: int | None = None,
+               embedding_cache: str | Path | None = None, progress: bool = True,
                  **settings: Any) -> dict[str, Any]:
     trajectories = load_memdaily(data)
     if limit:
@@ -52,7 +56,8 @@ def run_memdaily(data: str | Path, *, ks: list[int], store: str | None = None,
     table = RecallTable(ks)
     questions = skipped = 0
     filters = Filters(layers=(Layer.EPISODIC,))
-    with bench_memory(store, embedder, **settings) as memory:
+    cached = DiskCachedEmbedder(parse_embedder(embedder), embedding_cache) if embedding_cache else None
+    with bench_memory(store, cached or embedder, **settings) as memory:
         for n, (qtype, traj) in enumerate(tqdm(trajectories, desc="trajectories", disable=not progress)):
             user = f"memdaily-{n}"
             messages = [{"role": "user", "content": m["message"], "created_at": parse_time(m["time"]),
@@ -68,10 +73,10 @@ def run_memdaily(data: str | Path, *, ks: list[int], store: str | None = None,
                     continue
                 questions += 1
                 qvec = memory.embedder.embed([qa["question"]], kind="query")[0]
-                for system, options in SYSTEMS.items():
-                    hits = memory.retriever.search(scope, qa["question"], k=max(ks), filters=filters,
-                                                   query_vector=qvec, touch=False,
-                                                   preset=memory.settings.scoring, **options).hits
+                request = SearchRequest(qa["question"], k=max(ks), filters=filters)
+                for system in SYSTEMS:
+                    hits = search_as(memory.retriever, system, scope, request,
+                                     query_vector=qvec, touch=False).hits
                     table.add(system, qtype, [mids.get(h.id, "") for h in hits], qa["target_step_id"])
         embedder_name = memory.embedder.name
     return {"benchmark": "memdaily", "data": str(data), "embedder": embedder_name,

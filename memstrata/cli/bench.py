@@ -41,14 +41,17 @@ def _common(func):
 @click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False),
               help="locomo_dev.json (or locomo10.json).")
 @click.option("--k", "ks", default="5,10,25,50", show_default=True, help="Comma-separated k values.")
+@click.option("--embedding-cache", default=None, type=click.Path(dir_okay=False),
+              help="SQLite file of vectors kept across runs (same scores, no re-embedding).")
 @_common
 @handle_errors
-def locomo(data, ks, store, embedder, limit, json_out) -> None:
+def locomo(data, ks, embedding_cache, store, embedder, limit, json_out) -> None:
     """LoCoMo recall@k per category: memstrata vs BM25-only vs dense-only, one index."""
     from ..bench.locomo import run_locomo
 
     ks = _ks(ks)
-    report = run_locomo(data, ks=ks, store=store, embedder=embedder, limit=limit)
+    report = run_locomo(data, ks=ks, store=store, embedder=embedder, limit=limit,
+                        embedding_cache=embedding_cache)
     click.echo(f"LoCoMo: {report['questions']} questions, {report['unparsed_evidence']} unparsed "
                f"evidence ids, embedder {report['embedder']}")
     click.echo(markdown(report, ks))
@@ -59,14 +62,17 @@ def locomo(data, ks, store, embedder, limit, json_out) -> None:
 @click.option("--data", required=True, type=click.Path(exists=True, file_okay=False),
               help="The memdaily/ directory.")
 @click.option("--k", "ks", default="5", show_default=True, help="Comma-separated k values.")
+@click.option("--embedding-cache", default=None, type=click.Path(dir_okay=False),
+              help="SQLite file of vectors kept across runs (same scores, no re-embedding).")
 @_common
 @handle_errors
-def memdaily(data, ks, store, embedder, limit, json_out) -> None:
+def memdaily(data, ks, embedding_cache, store, embedder, limit, json_out) -> None:
     """MemDaily recall@k per question type: memstrata vs BM25-only vs dense-only."""
     from ..bench.memdaily import run_memdaily
 
     ks = _ks(ks)
-    report = run_memdaily(data, ks=ks, store=store, embedder=embedder, limit=limit)
+    report = run_memdaily(data, ks=ks, store=store, embedder=embedder, limit=limit,
+                          embedding_cache=embedding_cache)
     click.echo(f"MemDaily: {report['questions']} questions ({report['skipped_error_items']} "
                f"[ERROR] items skipped), embedder {report['embedder']}")
     click.echo(markdown(report, ks))
@@ -294,9 +300,11 @@ def hostile(embedder, chars, tool_bytes, json_out) -> None:
               help="MemDaily trajectories (evenly spaced over the files); 0 = all 1,500.")
 @click.option("--budget", default=2000, show_default=True, help="context() token budget per question.")
 @click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--embedding-cache", default=None, type=click.Path(dir_okay=False),
+              help="SQLite file of vectors kept across runs (same scores, no re-embedding).")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
 @handle_errors
-def chat(memdaily, madial, limit, budget, embedder, json_out) -> None:
+def chat(memdaily, madial, limit, budget, embedder, embedding_cache, json_out) -> None:
     """Agent-style recall: MemDaily-chat (evidence in the top 5, in the context() block,
     share of assistant/filler lines, memory tokens) and MADial (dialogue as the query),
     memstrata vs BM25-only vs dense-only."""
@@ -320,7 +328,7 @@ def chat(memdaily, madial, limit, budget, embedder, json_out) -> None:
     if madial:
         from ..bench.madial import run_madial
 
-        r = run_madial(madial, ks=[5, 10], embedder=embedder)
+        r = run_madial(madial, ks=[5, 10], embedder=embedder, embedding_cache=embedding_cache)
         report["madial"] = r
         click.echo(f"MADial: {r['questions']} dialogues, embedder {r['embedder']}")
         click.echo(markdown(r, [5, 10]))

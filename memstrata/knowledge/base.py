@@ -28,6 +28,7 @@ from ..errors import ValidationError
 from ..providers.embedders import Embedder, content_hash
 from ..retrieval.documents import chunk_texts
 from ..retrieval.indexer import Indexer, embed_cached
+from ..retrieval.request import SearchRequest
 from ..retrieval.search import Mode, Retriever
 from ..stores.base import Store
 from ..stores.knowledge import (KnowledgeChunk, KnowledgeDocument, KnowledgeRecall, is_kb_scope,
@@ -293,9 +294,10 @@ class KnowledgeBase:
             if doc_ids is not None and not doc_ids:
                 continue
             filters = Filters(session_ids=tuple(doc_ids or ()), tags=tuple(tags))
-            found = self.retriever.search(kb, query, k=max(3 * k, k + 10), filters=filters,
-                                          preset="relevance", mode=mode, query_vector=vector,
-                                          touch=False, split=False, expansion=expansion)
+            found = self.retriever.search(
+                kb, SearchRequest(query, k=max(3 * k, k + 10), filters=filters,
+                                  scoring="relevance", mode=mode),
+                query_vector=vector, touch=False, split=False, expansion=expansion)
             rows = {c.id: c for c in self.store.knowledge_chunks(kb, ids=[h.id for h in found.hits])}
             for hit in found.hits:
                 row = rows.get(hit.id)

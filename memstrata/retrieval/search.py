@@ -13,9 +13,8 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,15 +27,14 @@ from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, utcnow
 from .calibration import Calibration, calibration_for
 from .documents import asks_about_assistant, build_query, is_question, split_question
 from .fusion import Candidate, Fused, fuse
-from .scoring import ScoringPreset, final_score, get_preset
+from .scoring import final_score, get_preset
+from .request import MODES, Mode, SearchRequest
 from .units import ROLES, Unit, is_weak, merge_units, reply_to, role_of, role_weight
 
 __all__ = ["Retriever", "SearchResult", "Mode", "MODES", "ROLES"]
 
 log = logging.getLogger("memstrata.search")
 
-Mode = Literal["hybrid", "lexical", "dense"]
-MODES: tuple[str, ...] = ("hybrid", "lexical", "dense")
 
 
 class _SearchBackend(SearchIndex, ItemStore, MetaStore, Protocol):
@@ -158,13 +156,15 @@ class Retriever:
             scores[d] = scores.get(d, 0.0) + weight * first_best * s / second_best
         return _best_first(scores)[:limit]
 
-    def search(self, scope: Scope, query: str, *, k: int = 10, filters: Filters | None = None,
-               recent: Sequence[str] = (), preset: "str | ScoringPreset" = "balanced",
-               mode: Mode = "hybrid", now: datetime | None = None, explain: bool = False,
+    def search(self, scope: Scope, request: SearchRequest, *, explain: bool = False,
                query_vector: np.ndarray | None = None, touch: bool = True,
-               split: bool | None = None, expansion: float | None = None,
-               min_score: float = 0.0, roles: Sequence[str] = ()) -> SearchResult:
-        """Top ``k`` hits for ``query`` in ``scope``, none scoring under ``min_score``.
+               split: bool | None = None, expansion: float | None = None) -> SearchResult:
+        """Top ``request.k`` hits for ``request.query`` in ``scope``, none scoring under
+        ``request.min_score`` (the request is taken as valid: callers check it).
+
+        The request's ``scoring`` preset defaults to the ``scoring`` setting. The
+        keywords are the engine's own knobs, not the caller's question: ``explain``
+        keeps both candidate lists, ``touch=False`` leaves access statistics alone.
 
         A compound query ("X? Also, Y?") is searched question by question and each
         candidate keeps its best similarity, so one question cannot crowd the other out
@@ -175,16 +175,17 @@ class Retriever:
         acknowledgement comes with the turn it answers, an item takes the slot of the
         turn it was extracted from; ``roles`` keeps only turns by those roles.
         """
-        filters = filters or Filters()
-        scoring = get_preset(preset)
-        now = now or utcnow()
+        query, k, filters, mode = request.query, request.k, request.filters, request.mode
+        recent, min_score, roles = request.recent, request.min_score, request.roles
+        scoring = get_preset(request.scoring or self.settings.scoring)
+        now = request.now or utcnow()
         limit = max(self.settings.candidates, k) * (2 if roles else 1)
         expansion = self.settings.expansion_weight if expansion is None else expansion
         split = self.settings.split_questions if split is None else split
         # bounded work whatever the caller sends: the query is cut, and the questions
         # past the cap are searched as one (cost grows with the number of parts)
         query = query[:self.settings.max_query_chars]
-        recent = [r[-self.settings.max_query_chars:] for r in recent]
+        recent = tuple(r[-self.settings.max_query_chars:] for r in recent)
         questions = split_question(query) if split else [query]
         cap = self.settings.max_query_parts
         if len(questions) > cap:

@@ -30,6 +30,7 @@ from memstrata.errors import NotFoundError
 from memstrata.providers.embedders import Embedder
 from memstrata.retrieval.documents import item_texts
 from memstrata.retrieval.indexer import Indexer, embed_cached
+from memstrata.retrieval.request import SearchRequest
 from memstrata.retrieval.search import Retriever
 from memstrata.stores.base import (ItemStore, Job, JobQueue, Lifecycle, MessageLog, MetaStore, SearchIndex,
                                    VectorCache)
@@ -374,9 +375,9 @@ class Pipeline:
         that contains it, or a near-identical meaning (cosine ≥ ``forget_similarity``)."""
         # Words from the query itself (no expansion words), and the raw cosine: the
         # hits' dense part is normalised within the list, so the nearest item always has 1.0.
-        result = self.retriever.search(scope, query, k=50, filters=Filters(
-            layers=(Layer.SEMANTIC,), statuses=tuple(Status)), touch=False, explain=True,
-            expansion=0.0)
+        result = self.retriever.search(scope, SearchRequest(query, k=50, filters=Filters(
+            layers=(Layer.SEMANTIC,), statuses=tuple(Status)), scoring="balanced"),
+            touch=False, explain=True, expansion=0.0)
         cosine = dict(result.dense_candidates)
         out = [h.id for h in result.hits if h.parts.lexical is not None
                or cosine.get(h.id, 0.0) >= self.config.forget_similarity]

@@ -269,9 +269,7 @@ def _explain(handle: Any, request: SearchRequest) -> Any:
     at the hit list is not the agent recalling them."""
     m = handle.memory
     request = request.checked(m.settings.max_message_chars)
-    return m.retriever.search(handle.scope, request.query, k=request.k, filters=request.filters,
-                              recent=list(request.recent), preset=request.scoring or m.settings.scoring,
-                              mode=request.mode, now=request.now, explain=True, touch=False)
+    return m.retriever.search(handle.scope, request, explain=True, touch=False)
 
 
 def _why(hit_id: str, report: dict[str, Any]) -> dict[str, str]:
