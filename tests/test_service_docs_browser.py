@@ -41,7 +41,7 @@ def offline_page():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
             "--no-sandbox", "--disable-background-networking", "--disable-component-update"])
         context = browser.new_context(viewport={"width": 1200, "height": 900})
-        context.set_default_timeout(15_000)
+        context.set_default_timeout(120_000)  # generous: a loaded machine parses 1.5 MB of script slowly
         elsewhere: list[str] = []
 
         def route(r):

@@ -61,7 +61,8 @@ def live(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def api(live):
-    return schemathesis.openapi.from_url(f"{live.url}/openapi.json")
+    # generous timeouts: a loaded CI machine can take seconds to build the document
+    return schemathesis.openapi.from_url(f"{live.url}/openapi.json", timeout=120)
 
 
 def test_every_operation_is_tested(api):
@@ -83,6 +84,6 @@ def test_live_openapi(label, api, live):
     @settings(max_examples=8, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     def conforms(case):
-        case.call_and_validate(base_url=live.url, headers=headers, checks=CHECKS)
+        case.call_and_validate(base_url=live.url, headers=headers, checks=CHECKS, timeout=120)
 
     conforms()
