@@ -4,7 +4,7 @@ Start with :class:`Memory`; errors are in :mod:`memstrata.errors`.
 """
 
 from .aio import AsyncMemory, AsyncUserMemory
-from .client import Client
+from .client import AsyncClient, Client
 from .errors import (BudgetError, ConfigError, ConflictError, JobError, MemstrataError,
                      NotFoundError, ProviderError, StoreError, ToolCallSequenceError,
                      ValidationError)
@@ -23,6 +23,7 @@ __all__ = [
     "AsyncMemory",
     "AsyncUserMemory",
     "Client",
+    "AsyncClient",
     "AddResult",
     "SearchRequest",
     "ContextRequest",

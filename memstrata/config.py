@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, type_words
 
 __all__ = ["Settings", "SETTINGS", "Setting", "SCORING_PRESETS", "resolve"]
 
@@ -42,7 +42,7 @@ class Setting:
         if self.type is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool)):
-            raise ConfigError(f"setting {self.name} must be a {self.type.__name__}, "
+            raise ConfigError(f"setting {self.name} must be {type_words(self.type)}, "
                               f"not {value!r}")
         if self.choices and value not in self.choices:
             raise ConfigError(f"setting {self.name}={value!r} is not allowed; use one of "
@@ -353,8 +353,8 @@ def resolve(table: tuple[Setting, ...], overrides: Mapping[str, Any], *,
                 values[setting.name] = (_flag(raw, setting.env) if setting.type is bool
                                         else setting.type(raw))
             except ValueError:
-                raise ConfigError(f"{setting.env}={raw!r} is not a valid "
-                                  f"{setting.type.__name__}") from None
+                raise ConfigError(f"{setting.env}={raw!r} is not {type_words(setting.type)}"
+                                  ) from None
     for key, value in overrides.items():
         if key not in by_name:
             raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(by_name))}")

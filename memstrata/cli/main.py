@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ from typing import Any
 import click
 
 from ..config import SCORING_PRESETS
-from ..types import Kind
-from .main_helpers import handle_errors
+from ..errors import ValidationError
+from ..types import Kind, Status, check_id
+from .main_helpers import SafeFormatter, echo, handle_errors
 
 __all__ = ["main", "cli", "LAZY_COMMANDS"]
 
@@ -71,7 +73,10 @@ def open_memory(store: str | None, embedder: str | None) -> Any:
 
 
 def echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    # JSON escapes C0 controls itself, not C1 ones (\x9b is a terminal's CSI) nor DEL:
+    # outside strings there are none, inside \u escapes keep the value the same
+    text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    click.echo(re.sub("[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,7 +90,9 @@ def cli(verbose: int) -> None:
     Start with `memstrata demo`. Every command has --help.
     """
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     if verbose:  # the libraries underneath stay quiet unless asked twice
         for noisy in ("httpx", "httpcore", "jieba", "urllib3"):
             logging.getLogger(noisy).setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
@@ -119,7 +126,7 @@ def add(store, embedder, agent_id, user_id, session_id, role, created_at, conten
         message["created_at"] = created_at
     with open_memory(store, embedder) as memory:
         result = memory.add([message], user_id, session_id, agent_id=agent_id)
-    click.echo(f"stored {result.message_ids[0]} in session {result.session_id}")
+    echo(f"stored {result.message_ids[0]} in session {result.session_id}")
 
 
 @cli.command()
@@ -135,7 +142,7 @@ def remember(store, embedder, agent_id, user_id, kind, importance, tags, content
     with open_memory(store, embedder) as memory:
         item = memory.remember(content, user_id, kind=kind, importance=importance, tags=tags,
                                agent_id=agent_id)
-    click.echo(f"remembered {item.id}")
+    echo(f"remembered {item.id}")
 
 
 @cli.command()
@@ -174,12 +181,12 @@ def search(store, embedder, agent_id, user_id, k, kinds, layer, session_id, sinc
         echo_json([h.to_dict() for h in hits])
         return
     if not hits:
-        click.echo("no hits")
+        echo("no hits")
     for rank, hit in enumerate(hits, 1):
         p = hit.parts
-        click.echo(f"{rank:>2}. {hit.score:.3f}  [{hit.layer.value}"
+        echo(f"{rank:>2}. {hit.score:.3f}  [{hit.layer.value}"
                    f"{'/' + hit.kind.value if hit.kind else ''}] {hit.text[:120]}")
-        click.echo(f"      sim={p.similarity:.3f} dense_rank={p.dense_rank} "
+        echo(f"      sim={p.similarity:.3f} dense_rank={p.dense_rank} "
                    f"bm25_rank={p.lexical_rank} recency={p.recency:.3f} id={hit.id}")
 
 
@@ -202,25 +209,30 @@ def list_items(store, embedder, agent_id, user_id, kinds, all_statuses, limit, a
     if as_json:
         echo_json([i.to_dict() for i in items])
         return
-    click.echo(f"{len(sessions)} session(s), {sum(s.message_count for s in sessions)} message(s); "
+    echo(f"{len(sessions)} session(s), {sum(s.message_count for s in sessions)} message(s); "
                f"{len(items)} item(s)")
     for item in items:
-        click.echo(f"{item.id}  {item.kind.value:<11} v{item.version} {item.status.value:<10} "
+        echo(f"{item.id}  {item.kind.value:<11} v{item.version} {item.status.value:<10} "
                    f"conf={item.confidence:.2f}  {item.content[:100]}")
 
 
 @cli.command()
 @store_options
-@click.option("--user", "user_id", required=True)
+@click.option("--user", "user_id", required=True, help="User id.")
+@click.option("--json", "as_json", is_flag=True, help="Print the versions as JSON.")
 @click.argument("item_id")
 @handle_errors
-def history(store, embedder, agent_id, user_id, item_id) -> None:
-    """Show every version of a memory item."""
+def history(store, embedder, agent_id, user_id, as_json, item_id) -> None:
+    """Show every version of a memory item: who changed what, when and why."""
     with open_memory(store, embedder) as memory:
-        for v in memory.history(item_id, user_id, agent_id=agent_id):
-            after = (v.after or {}).get("content", "")
-            click.echo(f"v{v.version} {v.at.isoformat(timespec='seconds')} {v.op:<9} by {v.actor}: "
-                       f"{v.reason} — {after}")
+        versions = memory.user(user_id, agent=agent_id).history(item_id)
+    if as_json:
+        echo_json([v.to_dict() for v in versions])
+        return
+    for v in versions:
+        after = (v.after or {}).get("content", "")
+        echo(f"v{v.version} {v.at.isoformat(timespec='seconds')} {v.op:<9} by {v.actor}: "
+             f"{v.reason} — {after}")
 
 
 @cli.command()
@@ -229,10 +241,160 @@ def history(store, embedder, agent_id, user_id, item_id) -> None:
 @click.argument("item_id")
 @handle_errors
 def delete(store, embedder, agent_id, user_id, item_id) -> None:
-    """Delete a memory item for real (item, history, index entry, vector)."""
+    """Delete a memory item for real (item, history, index entry, vector); the same as
+    `memstrata forget`."""
     with open_memory(store, embedder) as memory:
         memory.delete(item_id, user_id, agent_id=agent_id)
-    click.echo(f"deleted {item_id}")
+    echo(f"deleted {item_id}")
+
+
+def _show_item(item: Any) -> None:
+    echo(f"{item.id}  {item.kind.value} v{item.version} {item.status.value}  "
+         f"confidence {item.confidence:.2f}  importance {item.importance:.2f}")
+    echo(f"  {item.content}")
+    if item.attribute:
+        echo(f"  {item.subject or 'user'} · {item.attribute} = {item.value}")
+    echo(f"  created {item.created_at.isoformat(timespec='seconds')}, "
+         f"updated {item.updated_at.isoformat(timespec='seconds')}"
+         + (f", from session {item.source_session_id}" if item.source_session_id else ""))
+    if item.tags:
+        echo(f"  tags: {', '.join(item.tags)}")
+
+
+def _show_report(report: Any) -> None:
+    store = report.per_store()["store"]
+    echo(f"forgot {store['items']} item(s) and {store['turns']} raw turn(s) of {report.user_id!r}; "
+         f"{store['cached_vectors']} cached vector(s), {store['summaries']} summary(ies) removed")
+
+
+@cli.command()
+@store_options
+@click.option("--user", "user_id", required=True, help="User id.")
+@click.option("--json", "as_json", is_flag=True, help="Print the item as JSON.")
+@click.argument("item_id")
+@handle_errors
+def get(store, embedder, agent_id, user_id, as_json, item_id) -> None:
+    """Show one memory item: its text, kind, version, slot and where it came from."""
+    with open_memory(store, embedder) as memory:
+        item = memory.user(user_id, agent=agent_id).get(item_id)
+    if as_json:
+        echo_json(item.to_dict())
+        return
+    _show_item(item)
+
+
+@cli.command()
+@store_options
+@click.option("--user", "user_id", required=True, help="User id.")
+@click.option("--content", default=None, help="The new text.")
+@click.option("--kind", type=click.Choice([k.value for k in Kind]), default=None)
+@click.option("--value", default=None, help="The slot's new value (e.g. the new city).")
+@click.option("--importance", type=click.FloatRange(0, 1), default=None)
+@click.option("--confidence", type=click.FloatRange(0, 1), default=None)
+@click.option("--status", type=click.Choice([s.value for s in Status]), default=None)
+@click.option("--tag", "tags", multiple=True, help="Replace the tags with these (repeatable).")
+@click.option("--reason", default="edited with the memstrata CLI", show_default=True,
+              help="Why (kept in the item's history).")
+@click.option("--expected-version", type=int, default=None,
+              help="Refuse the edit if the item is no longer at this version.")
+@click.option("--json", "as_json", is_flag=True, help="Print the new version as JSON.")
+@click.argument("item_id")
+@handle_errors
+def update(store, embedder, agent_id, user_id, content, kind, value, importance, confidence,
+           status, tags, reason, expected_version, as_json, item_id) -> None:
+    """Edit a memory item: a new version, the old one kept in its history."""
+    changes = {k: v for k, v in (("content", content), ("kind", kind), ("value", value),
+                                 ("importance", importance), ("confidence", confidence),
+                                 ("status", status)) if v is not None}
+    if tags:
+        changes["tags"] = list(tags)
+    if not changes:
+        raise ValidationError("nothing to change: give at least one of --content, --kind, --value, "
+                              "--importance, --confidence, --status, --tag")
+    with open_memory(store, embedder) as memory:
+        item = memory.user(user_id, agent=agent_id).update(
+            item_id, actor="cli", reason=reason, expected_version=expected_version, **changes)
+    if as_json:
+        echo_json(item.to_dict())
+        return
+    echo(f"updated {item.id} to v{item.version}")
+    _show_item(item)
+
+
+@cli.command()
+@store_options
+@click.option("--user", "user_id", required=True, help="User id.")
+@click.option("--messages", is_flag=True,
+              help="Also forget the raw turns the item was learned from.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed, per store, as JSON.")
+@click.argument("item_id")
+@handle_errors
+def forget(store, embedder, agent_id, user_id, messages, as_json, item_id) -> None:
+    """Forget a memory item for real: every version, its index entry and vector (and,
+    with --messages, the turns it came from)."""
+    with open_memory(store, embedder) as memory:
+        report = memory.user(user_id, agent=agent_id).forget(item_id, messages=messages)
+    if as_json:
+        echo_json(report.to_dict())
+        return
+    _show_report(report)
+
+
+@cli.command("forget-user")
+@store_options
+@click.option("--user", "user_id", required=True, help="User id.")
+@click.option("--keep-messages", is_flag=True,
+              help="Keep the raw conversation; forget only what was learned from it.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed, per store, as JSON.")
+@handle_errors
+def forget_user(store, embedder, agent_id, user_id, keep_messages, yes, as_json) -> None:
+    """Forget everything of one user: memories, versions, profile, index, vectors and
+    (unless --keep-messages) sessions and raw turns; then compact the store."""
+    check_id(user_id, "user_id")
+    if not yes:
+        click.confirm(f"Forget everything memstrata holds about {user_id!r}? This cannot be undone",
+                      abort=True)
+    with open_memory(store, embedder) as memory:
+        report = memory.user(user_id, agent=agent_id).forget_all(messages=not keep_messages)
+    if as_json:
+        echo_json(report.to_dict())
+        return
+    _show_report(report)
+
+
+@cli.command()
+@store_options
+@click.option("--user", "user_id", required=True, help="User id.")
+@click.option("--name", default=None, help="Set the name (a manual edit beats what was learned).")
+@click.option("--role", default=None, help="Set the role or job.")
+@click.option("--language", default=None, help="Set the preferred language (e.g. zh, en).")
+@click.option("--goal", "goals", multiple=True, help="Set the goals (repeatable; replaces them).")
+@click.option("--json", "as_json", is_flag=True, help="Print the profile as JSON.")
+@handle_errors
+def profile(store, embedder, agent_id, user_id, name, role, language, goals, as_json) -> None:
+    """Show a user's core profile (name, role, goals, current matters, preferences,
+    people); with --name/--role/--language/--goal, edit it first."""
+    fields: dict[str, Any] = {k: v for k, v in (("name", name), ("role", role),
+                                                ("language", language)) if v is not None}
+    if goals:
+        fields["goals"] = list(goals)
+    with open_memory(store, embedder) as memory:
+        handle = memory.user(user_id, agent=agent_id)
+        shown = handle.update_profile(actor="cli", **fields) if fields else handle.profile()
+    if as_json:
+        echo_json(shown.to_dict())
+        return
+    if shown.is_empty:
+        echo(f"nothing is known about {user_id!r} yet")
+        return
+    for label, value in (("name", shown.name), ("role", shown.role), ("language", shown.language)):
+        if value:
+            echo(f"{label}: {value}")
+    for label, values in (("goals", shown.goals), ("current", shown.current),
+                          ("preferences", shown.preferences), ("people", shown.people)):
+        for value in values:
+            echo(f"{label}: {value}")
 
 
 @cli.command("import")
@@ -248,7 +410,7 @@ def import_(store, embedder, agent_id, user_id, path: Path) -> None:
     sessions = read_sessions(path)
     with open_memory(store, embedder) as memory:
         results = memory.import_conversation(sessions, user_id, agent_id=agent_id)
-    click.echo(f"imported {sum(len(r.messages) for r in results)} messages in {len(results)} sessions")
+    echo(f"imported {sum(len(r.messages) for r in results)} messages in {len(results)} sessions")
 
 
 @cli.command()
@@ -259,7 +421,7 @@ def reindex(store, embedder, agent_id, user_id) -> None:
     """Rebuild a user's retrieval index from the raw log and items."""
     with open_memory(store, embedder) as memory:
         count = memory.reindex(user_id, agent_id=agent_id)
-    click.echo(f"reindexed {count} documents")
+    echo(f"reindexed {count} documents")
 
 
 @cli.command()
@@ -271,7 +433,7 @@ def migrate(store) -> None:
     from ..stores import open_store
 
     with open_store(store or Settings.load().store) as opened:
-        click.echo(f"{opened.url}: schema up to date")
+        echo(f"{opened.url}: schema up to date")
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import click
 
 from ..errors import ConfigError
 from ..stores import safe_url
-from .main_helpers import handle_errors
+from .main_helpers import SafeFormatter, handle_errors
 
 __all__ = ["serve", "keys", "mcp"]
 
@@ -34,7 +34,7 @@ def _logging(log_format: str, verbose: bool) -> None:
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json"
-                         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+                         else SafeFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("memstrata")
     root.handlers[:] = [handler]
     root.propagate = False

@@ -29,6 +29,7 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import Route
 
 from .. import __version__
+from ..errors import NotFoundError
 from ..memory import Memory
 from ..stores import safe_url
 from .errors import install as install_errors
@@ -130,6 +131,18 @@ def _mcp(svc: Service) -> "MCPServer":
     return server
 
 
+#: What a call to the memory proxy gets on a server without an upstream.
+PROXY_OFF = ("the memory proxy is off on this server: /v1/chat/completions answers only when "
+             "the server has an upstream model to forward to. Start it with `memstrata serve "
+             "--upstream http://127.0.0.1:8080/v1` (any OpenAI-compatible base URL; "
+             "`memstrata llm serve` runs a local one there), or set upstream in the [server] "
+             "table of the config file or MEMSTRATA_UPSTREAM")
+
+
+def _proxy_off() -> None:
+    raise NotFoundError(PROXY_OFF)
+
+
 def create_app(memory: Memory | None = None, settings: ServerSettings | None = None, *,
                config: str | None = None, routers: Sequence[APIRouter] = (),
                **memory_settings: Any) -> FastAPI:
@@ -178,6 +191,9 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
         from .proxy import router as proxy
 
         app.include_router(proxy)
+    else:  # an OpenAI client pointed here learns why, not just "404 Not Found"
+        app.add_api_route("/v1/chat/completions", _proxy_off, methods=["POST"],
+                          include_in_schema=False)
     from .ui import router as inspector
 
     app.include_router(inspector)  # the web inspector at /ui (docs/inspector.md)

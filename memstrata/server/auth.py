@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from ..errors import PermissionDeniedError, RateLimitError
+from ..errors import PermissionDeniedError, RateLimitError, with_article
 from ..stores.base import ApiKey
 from ..user import UserMemory
 
@@ -46,8 +46,8 @@ class Principal:
     def require(self, *roles: str) -> None:
         """PermissionDeniedError unless the key has one of ``roles``."""
         if self.role not in roles:
-            raise PermissionDeniedError(f"a {self.role} key may not do this; it needs a "
-                                        f"{' or '.join(roles)} key")
+            raise PermissionDeniedError(f"{with_article(self.role)} key may not do this; it needs "
+                                        f"{with_article(' or '.join(roles))} key")
 
     def require_write(self) -> None:
         if self.role == "read-only":

@@ -2,8 +2,9 @@
 assistant clients, over stdio (``memstrata mcp``) or streamable HTTP (``/mcp`` of
 ``memstrata serve``).
 
-Tools: ``remember``, ``search``, ``get_context``, ``forget``, ``list_memories``,
-``get_profile``, ``update_profile``; resource: ``memstrata://profile``. The tools take
+Tools: ``add_messages``, ``remember``, ``search``, ``get_context``, ``update_memory``,
+``memory_history``, ``forget``, ``list_memories``, ``get_profile``, ``update_profile``;
+resource: ``memstrata://profile``. The tools take
 no user id: over stdio the process serves the one user named by ``--user``; over HTTP
 the API key decides — an end-user key is its user, any other key names the user in the
 ``X-Memstrata-User`` header — and the key's role and tenant apply as on every REST call
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["build_mcp", "McpEndpoint", "TOOLS", "USER_HEADER"]
 
 #: The tools every memstrata MCP server lists.
-TOOLS = ("remember", "search", "get_context", "forget", "list_memories", "get_profile",
-         "update_profile")
+TOOLS = ("add_messages", "remember", "search", "get_context", "update_memory", "memory_history",
+         "forget", "list_memories", "get_profile", "update_profile")
 #: The header naming the end user on an MCP-over-HTTP call made with a non-end-user key.
 USER_HEADER = "x-memstrata-user"
 
@@ -67,6 +68,17 @@ def build_mcp(resolve: Resolver, *, audit: Auditor | None = None) -> MCPServer:
             await audit(who, f"mcp.{action}", handle, target(result) if target else None)
         return result
 
+    @server.tool(description="Store conversation turns (OpenAI-format messages: role and "
+                             "content) in a session's log; memstrata learns from them in the "
+                             "background. The same turns sent again to the same session are "
+                             "not stored twice.")
+    async def add_messages(messages: list[dict[str, Any]], ctx: Context,
+                           session_id: str = "default") -> dict[str, Any]:
+        result = await call(ctx, True, "add", lambda h: h.add(messages, session_id),
+                            lambda r: r.session_id)
+        return {"session_id": result.session_id, "message_ids": result.message_ids,
+                "replayed": result.replayed}
+
     @server.tool(description="Store a memory about the user (a fact, preference, instruction, "
                              "todo or event), as version 1.")
     async def remember(content: str, ctx: Context,
@@ -95,6 +107,29 @@ def build_mcp(resolve: Resolver, *, audit: Auditor | None = None) -> MCPServer:
                             lambda h: h.context(session_id, sent, budget=budget, query=query,
                                                 recall="deep" if query else "auto"))
         return dict(result.to_dict())
+
+    @server.tool(description="Correct a memory: new text (and, for a slot such as a city or "
+                             "an employer, its new value) as a new version; the old one stays "
+                             "in its history.")
+    async def update_memory(item_id: str, ctx: Context, content: str | None = None,
+                            value: str | None = None,
+                            kind: Literal["fact", "preference", "instruction", "todo", "event"] | None = None,
+                            importance: float | None = None,
+                            reason: str = "corrected through MCP") -> dict[str, Any]:
+        changes: dict[str, Any] = {k: v for k, v in (("content", content), ("value", value), ("kind", kind),
+                                     ("importance", importance)) if v is not None}
+        if not changes:
+            raise ToolError("ValidationError: give at least one of content, value, kind, importance")
+        item = await call(ctx, True, "update",
+                          lambda h: h.update(item_id, actor="mcp", reason=reason, **changes),
+                          lambda i: i.id)
+        return dict(item.to_dict())
+
+    @server.tool(description="Every version of a memory, oldest first: what it said, who "
+                             "changed it, when and why.")
+    async def memory_history(item_id: str, ctx: Context) -> list[dict[str, Any]]:
+        versions = await call(ctx, False, "history", lambda h: h.history(item_id))
+        return [v.to_dict() for v in versions]
 
     @server.tool(description="Forget a memory for real (its versions, index entry and vector).")
     async def forget(item_id: str, ctx: Context) -> dict[str, Any]:

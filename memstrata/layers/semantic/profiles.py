@@ -45,11 +45,17 @@ def _check(changes: Mapping[str, Any]) -> None:
                     isinstance(v, str) for v in value)):
                 raise ValidationError(f"profile {key} must be a list of strings")
             for v in value or ():
-                check_text(v, f"profile {key}")
+                _text(v, f"profile {key}")
         elif value is not None and not isinstance(value, str):
             raise ValidationError(f"profile {key} must be a string or None")
         elif value is not None:
-            check_text(value, f"profile {key}")
+            _text(value, f"profile {key}")
+
+
+def _text(value: str, what: str) -> None:
+    check_text(value, what)
+    if not value.strip():  # a blank value would show as an empty line; None clears a field
+        raise ValidationError(f"{what} is empty; pass None to go back to what was learned")
 
 
 class Profiles:
