@@ -44,7 +44,8 @@ RANKS: dict[str, float] = {
     "memstrata.client": 9.7,  # Client: the same calls over HTTP
     "memstrata": 10,  # the package's __init__: the curated public surface
     "memstrata.server": 10.5,
-    "memstrata.integrations": 10.6,  # framework adapters (LangGraph store) over Memory  # the HTTP service, MCP and the memory proxy (over Memory)
+    "memstrata.integrations": 10.6,  # framework adapters (LangGraph store) over Memory
+    "memstrata.compat": 10.6,  # Mem0's method names over Memory (memstrata.compat.mem0)
     "memstrata.bench": 11,
     "memstrata.cli": 12,
 }
