@@ -571,6 +571,9 @@ class SearchHit:
     message: Message | None = None
     role: str | None = None
     merged_ids: tuple[str, ...] = ()
+    #: when what this hit states stopped being true (a turn or item whose fact was
+    #: superseded, at the time of the statement that replaced it); None = current
+    stale_since: datetime | None = None
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -582,7 +585,8 @@ class SearchHit:
                 "score": round(self.score, 6), "parts": self.parts.to_dict(),
                 "created_at": self.created_at.isoformat(), "session_id": self.session_id,
                 "kind": self.kind.value if self.kind else None, "role": self.role,
-                "merged_ids": list(self.merged_ids)}
+                "merged_ids": list(self.merged_ids),
+                "stale_since": self.stale_since.isoformat() if self.stale_since else None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SearchHit":
@@ -590,7 +594,8 @@ class SearchHit:
         return cls(data["id"], Layer(data["layer"]), data["text"], float(data["score"]),
                    ScoreParts.from_dict(data["parts"]), parse_time(data["created_at"]),
                    data.get("session_id"), Kind(data["kind"]) if data.get("kind") else None,
-                   role=data.get("role"), merged_ids=tuple(data.get("merged_ids", ())))
+                   role=data.get("role"), merged_ids=tuple(data.get("merged_ids", ())),
+                   stale_since=parse_time(data["stale_since"]) if data.get("stale_since") else None)
 
 
 def dumps(value: Any) -> str:

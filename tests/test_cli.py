@@ -43,12 +43,14 @@ def test_add_search_list_history_delete(run):
     hits = json.loads(run("search", "--user", "u", "--json", "蜜蜂").output)
     assert "蜜蜂" in hits[0]["text"] and "parts" in hits[0] and "merged_ids" in hits[0]
     listed = run("list", "--user", "u")
-    # the remembered item, and the statement the first turn made (issue 17: read at once)
-    assert "2 session(s), 2 message(s); 2 item(s)" in listed.output
+    # the remembered item, and the statement each turn made (issue 17: read at once). The
+    # Chinese turn is an item of its own: two free statements are never one "value" (P15 —
+    # before, any new plain statement overwrote the nearest one, whatever it said)
+    assert "2 session(s), 2 message(s); 3 item(s)" in listed.output
     assert "User keeps bees on their roof" in listed.output
     assert "v1" in run("history", "--user", "u", item_id).output
     assert run("delete", "--user", "u", item_id).exit_code == 0
-    assert "1 item(s)" in run("list", "--user", "u").output
+    assert "2 item(s)" in run("list", "--user", "u").output
 
 
 def test_import_json_and_jsonl(run, tmp_path):

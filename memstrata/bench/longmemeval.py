@@ -49,9 +49,10 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
-def _import(memory: Any, user: str, q: dict[str, Any]) -> tuple[dict[str, str], set[str]]:
+def _import(memory: Any, user: str, q: dict[str, Any], *, extract: bool = False,
+            ) -> tuple[dict[str, str], set[str]]:
     """Import one question's haystack as ``user``: ``(session of each turn id, the ids of
-    the has_answer turns)``."""
+    the has_answer turns)``; ``extract`` queues an extraction job per session."""
     sessions = []
     for sid, date, turns in zip(q["haystack_session_ids"], q["haystack_dates"],
                                 q["haystack_sessions"]):
@@ -61,7 +62,7 @@ def _import(memory: Any, user: str, q: dict[str, Any]) -> tuple[dict[str, str], 
              "created_at": start + timedelta(seconds=i),
              "metadata": {"has_answer": bool(t.get("has_answer"))}}
             for i, t in enumerate(turns) if t["role"] in ("user", "assistant")]})
-    results = memory.import_conversation(sessions, user, progress=False)
+    results = memory.import_conversation(sessions, user, progress=False, extract=extract)
     return ({m.id: r.session_id for r in results for m in r.messages},
             {m.id for r in results for m in r.messages if m.metadata.get("has_answer")})
 

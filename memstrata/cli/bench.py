@@ -336,6 +336,46 @@ def chat(memdaily, madial, limit, budget, embedder, embedding_cache, json_out) -
 
 
 @bench.command()
+@click.option("--half", default="held", show_default=True, type=click.Choice(["held", "dev", "all"]),
+              help="Which half of the change templates: the held-back one is the report.")
+@click.option("--k", default=10, show_default=True, help="Hits per question.")
+@click.option("--limit", type=int, default=None, help="Only the first N cases.")
+@click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--store", default=None, help="Store URL (default: a temporary SQLite file).")
+@click.option("--longmemeval", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="longmemeval_s_dev60.json: also its knowledge-update questions (with extraction).")
+@click.option("--lme-limit", type=int, default=None,
+              help="Only the first N knowledge-update questions (~480 turns each to embed).")
+@click.option("--embedding-cache", default=None, type=click.Path(dir_okay=False),
+              help="SQLite file of vectors kept across runs (LongMemEval part).")
+@click.option("--skip-suite", is_flag=True, help="Only the LongMemEval part.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def updates(half, k, limit, embedder, store, longmemeval, lme_limit, embedding_cache, skip_suite,
+            json_out) -> None:
+    """Knowledge updates: the generated bilingual suite (current value at top 1, stale
+    above current, current in context(), ill-formed items) beside BM25-only and dense-only;
+    with --longmemeval, LongMemEval_S dev knowledge-update (latest evidence above stale)."""
+    from ..bench.updates import markdown as updates_markdown
+    from ..bench.updates import run_longmemeval_updates, run_updates
+
+    report: dict = {}
+    if not skip_suite:
+        report = run_updates(half=half, store=store, embedder=embedder, limit=limit, k=k)
+        click.echo(f"updates ({report['half']} half): {report['cases']} cases, embedder "
+                   f"{report['embedder']}")
+        click.echo(updates_markdown(report))
+    if longmemeval:
+        lme = run_longmemeval_updates(longmemeval, limit=lme_limit, embedder=embedder,
+                                      embedding_cache=embedding_cache)
+        click.echo(f"LongMemEval_S dev knowledge-update: {lme['questions']} questions, latest "
+                   f"evidence above the stale one (k={lme['k']}): "
+                   + ", ".join(f"{s} {v:.3f}" for s, v in lme["latest_above_stale"].items()))
+        report["longmemeval"] = lme
+    write_json(report, json_out)
+
+
+@bench.command()
 @click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False),
               help="longmemeval_s_dev60.json.")
 @click.option("--k", "ks", default="5,10", show_default=True, help="Comma-separated k values.")

@@ -40,6 +40,7 @@ from ..errors import ValidationError
 from ..quoting import quote_data
 from ..text import analyze
 from ..tokens import REPLY_PRIMING, Tokenizer, count_message
+from ..retrieval.currency import until_label
 from ..types import Layer, SearchHit
 from .working import Dropped, Policy, TrimReport, group_messages, trim
 
@@ -359,7 +360,11 @@ Search = Callable[[str, int, "tuple[Layer, ...] | None", float], Sequence[Search
 
 
 def _line(hit: SearchHit, reason: str) -> MemoryLine:
-    return MemoryLine(hit.id, hit.text, hit.score, hit.created_at.date().isoformat(), reason)
+    when = hit.created_at.date().isoformat()
+    if hit.stale_since is not None:  # an old value is shown only labelled as past (R3.11)
+        when = f"{when}, {until_label(hit.stale_since, hit.text)}"
+        reason = f"{reason}; superseded {hit.stale_since.date().isoformat()}"
+    return MemoryLine(hit.id, hit.text, hit.score, when, reason)
 
 
 def _what(hit: SearchHit) -> str:

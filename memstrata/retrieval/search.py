@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol
 
@@ -23,9 +24,10 @@ from ..providers.embedders import Embedder, QueryCache
 from ..providers.rerank import Reranker
 from ..stores.base import DocInfo, ItemStore, MetaStore, SearchIndex
 from ..text import analyze
-from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, utcnow
+from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, Status, utcnow
 from .calibration import Calibration, calibration_for
-from .documents import asks_about_assistant, build_query, is_question, split_question
+from .currency import Stale, asks_about_past, current_first, stale_marks
+from .documents import SOURCE_TAG, asks_about_assistant, build_query, is_question, split_question
 from .fusion import Candidate, Fused, fuse
 from .scoring import final_score, get_preset
 from .request import MODES, Mode, SearchRequest
@@ -66,6 +68,17 @@ class SearchResult:
                    [(str(i), float(x)) for i, x in data.get("lexical_candidates", ())],
                    [(str(i), float(x)) for i, x in data.get("dense_candidates", ())],
                    data.get("query_tokens", ""))
+
+
+_SUPERSEDED = Filters(statuses=(Status.SUPERSEDED,))
+_MAX_SUPERSEDED = 2000  # the newest changes of a user; older ones lose their mark first
+
+
+def _admits(filters: Filters, info: DocInfo) -> bool:
+    """Whether the filters of a search let an item in that the ranker did not find."""
+    return ((not filters.layers or info.layer in filters.layers) and not filters.session_ids
+            and not filters.tags and filters.since is None and filters.until is None
+            and (not filters.kinds or any(k.value == info.kind for k in filters.kinds)))
 
 
 def _best_first(scores: dict[str, float]) -> list[Candidate]:
@@ -156,6 +169,31 @@ class Retriever:
             scores[d] = scores.get(d, 0.0) + weight * first_best * s / second_best
         return _best_first(scores)[:limit]
 
+    def _stale(self, scope: Scope, infos: Mapping[str, DocInfo],
+               ) -> tuple[dict[str, Stale], dict[str, DocInfo]]:
+        """Which candidates describe a past state (:func:`.currency.stale_marks`), and
+        the index documents of the items that replaced them."""
+        if not infos:
+            return {}, {}
+        superseded = self.store.list_items(scope, _SUPERSEDED, limit=_MAX_SUPERSEDED)
+        if not superseded:
+            return {}, {}
+        targets = {str(i.metadata["replaced_by"]) for i in superseded
+                   if isinstance(i.metadata.get("replaced_by"), str)}
+        replacing = {i: d for i, d in self.store.doc_info(scope, sorted(targets)).items()
+                     if d.status in (None, Status.ACTIVE.value)}
+        sources = {i: [t[len(SOURCE_TAG):] for t in d.tags if t.startswith(SOURCE_TAG)]
+                   for i, d in replacing.items()}
+        marks = stale_marks(superseded, sources)
+        return {i: m for i, m in marks.items() if i in infos}, replacing
+
+    @staticmethod
+    def _current_hit(stale: SearchHit, info: DocInfo) -> SearchHit:
+        """The hit of the item that replaced a stale hit's fact, in the stale hit's place."""
+        return SearchHit(id=info.id, layer=info.layer, text=info.text, score=stale.score,
+                         parts=stale.parts, created_at=info.created_at, session_id=info.session_id,
+                         kind=Kind(info.kind) if info.kind else None)
+
     def search(self, scope: Scope, request: SearchRequest, *, explain: bool = False,
                query_vector: np.ndarray | None = None, touch: bool = True,
                split: bool | None = None, expansion: float | None = None) -> SearchResult:
@@ -223,6 +261,11 @@ class Retriever:
                     best[f.id] = f
         fused = sorted(best.values(), key=lambda f: (-f.order_key, f.id))
         infos = self.store.doc_info(scope, [f.id for f in fused])
+        marks, replacing = self._stale(scope, infos)
+        if marks:
+            infos = {i: replace(info, stale_since=marks[i].since.timestamp(),
+                                replaced_by=marks[i].replaced_by) if i in marks else info
+                     for i, info in infos.items()}
         answered_ids = {r for r in (reply_to(i) for i in infos.values()) if r}
         missing = sorted(answered_ids - infos.keys())
         answered = {**{i: infos[i] for i in answered_ids if i in infos},
@@ -273,13 +316,21 @@ class Retriever:
             parts = parts_of[unit.parts_id]
             if unit.weight != parts.role_weight or unit.id in reranked:
                 parts = replace(parts, role_weight=unit.weight, rerank=reranked.get(unit.id))
+            since = unit.info.stale_since
             hits.append(SearchHit(id=unit.id, layer=unit.info.layer, text=unit.text, score=unit.score,
                                   parts=parts, created_at=unit.info.created_at,
                                   session_id=unit.info.session_id,
                                   kind=Kind(unit.info.kind) if unit.info.kind else None,
-                                  role=unit.role, merged_ids=unit.merged))
-            if len(hits) == k:
+                                  role=unit.role, merged_ids=unit.merged,
+                                  stale_since=datetime.fromtimestamp(since, UTC) if since else None))
+            if len(hits) == k and not marks:
                 break
+        if marks:  # the final pass: stale evidence never outranks current truth
+            current = {h.id: self._current_hit(h, replacing[r]) for h in hits
+                       if (r := infos[h.id].replaced_by if h.id in infos else None) in replacing
+                       and _admits(filters, replacing[r])}
+            hits = current_first(hits, current, past=asks_about_past(query))[:k]
+            orders = {h.id: orders.get(h.id, h.score) for h in hits}
         if log.isEnabledFor(logging.INFO):
             log.info("search %r for %r (%s, %d question(s)): %d lexical + %d dense candidates "
                      "-> %d fused -> %d units -> top %d%s", query[:80], scope.user_id, mode,

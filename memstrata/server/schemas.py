@@ -113,6 +113,7 @@ class HitOut(_Out):
     kind: KindName | None
     role: str | None
     merged_ids: list[str]
+    stale_since: str | None = None
 
 
 class HitsOut(_Out):

@@ -110,6 +110,12 @@ class DocInfo:
     status: str | None
     importance: float
     tags: tuple[str, ...] = ()
+    #: epoch seconds from which what the document states is no longer true: a superseded
+    #: item, or a turn that stated a fact since superseded (None: current or unknown).
+    #: Filled by the retriever (:mod:`memstrata.retrieval.currency`), read by rankers.
+    stale_since: float | None = None
+    #: the item that holds the current value instead (for a stale document)
+    replaced_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

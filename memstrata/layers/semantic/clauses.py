@@ -63,9 +63,11 @@ _LEAD_EN = re.compile(
     r"^(?:(?:(?:and|but|so|also|actually|anyway|btw|by the way|honestly|plus|oh|well)\b[,!:]?\s*)"
     r"|(?:(?:yeah|yes|yep|no|nope|sorry|ok|okay|haha|lol|wow|um|hmm|then|now|oops|ah|hey|"
     r"guess what|fun fact|just so you know|fyi|i mean|you know|correction|wait|i was wrong|"
-    r"my bad|scratch that)[,!:.]+\s*))+", re.I)
+    r"my bad|scratch that|(?:some |great |good |big )?news|(?:quick |small )?update|great|"
+    r"good|finally|so anyway|heads up)[,!:.]+\s*))+", re.I)
 _LEAD_ZH = re.compile(r"^(?:(?:哦|噢|嗯|对了|其实|另外|还有|不过|但是|而且|所以|顺便说一下|顺便|说起来|唉|哎|"
-                      r"好吧|嗯嗯|哈哈+|对|是的|不对|抱歉|不好意思|纠正一下|更正一下|那个|然后|话说)[，,!！:：\s]*)+")
+                      r"好吧|嗯嗯|哈哈+|对|是的|不对|抱歉|不好意思|纠正一下|更正一下|那个|然后|话说|好消息|告诉你|"
+                      r"跟你说|报告一下|更新一下|终于)[，,!！:：\s]*)+")
 _NOT_NAMES = frozenset(
     "I The This That These Those It He She They We You Yesterday Today Tomorrow Last Next My "
     "Our Your His Her Their What How Why When Where Who Which Thanks Thank Also Oh Yeah Hey Hi "
@@ -92,7 +94,10 @@ _VERB_START_EN = re.compile(
     r"looking forward)\b", re.I)
 
 #: characters a name after a relation never starts with ("我的上司就只有…", "我同事也在…")
-_NOT_NAME_START_ZH = "[就也都还今在是很最又刚已现每一不没经会要想能对把被给和跟说让去来住喜有的了]"
+#: characters a name after "我姐姐" does not start with (adverbs of time and degree:
+#: "我姐姐如今住在北京", "我老公目前在…", "我女儿后来…" are not people called 如今, 目前, 后来)
+_NOT_NAME_START_ZH = ("[就也都还今在是很最又刚已现每一不没经会要想能对把被给和跟说让去来住喜有的了"
+                      "如目后前平常总先才]")
 _MY_REL_ZH = re.compile(r"^我(?:的)?(?P<rel>" + _REL_ZH + r")"
                         r"(?P<name>(?!" + _NOT_NAME_START_ZH + r")[\u4e00-\u9fff]{2,3}?(?=[，,是在今喜有住])"
                         r"|[A-Z][a-z]+)?(?P<rest>.*)$")
@@ -180,8 +185,19 @@ def _third_to_first_en(rest: str) -> str:
     return " ".join(words)
 
 
+#: a time that opens a clause before its subject ("Since last month I…", "从上个月开始我…"):
+#: read through, like a lead-in (the clause's text keeps it, so a change is still seen)
+_TIME_LEAD_EN = re.compile(
+    r"^(?:(?:since|from|as of|starting|beginning|ever since)(?: (?!i\b|my\b|we\b)[\w']+){1,5}?|"
+    r"these days|nowadays|lately|recently|now|at the moment|currently|these past (?:few )?\w+|"
+    r"for (?:a few|some|the past few) \w+)[,]?\s+(?=(?:i|i'm|i've|my|we)\b)", re.I)
+_TIME_LEAD_ZH = re.compile(r"^(?:从)?(?:上个?月|上周|上星期|去年|今年|年初|最近|这几天|这段时间|"
+                           r"现在|如今|目前|后来|前不久|前段时间|[^，,。我你他她]{1,6}(?:以后|之后))"
+                           r"(?:开始|起|以来)?[，,]?\s*(?=我)")
+
+
 def _en_clause(text: str, people: People) -> Clause:
-    core = _LEAD_EN.sub("", text).strip()
+    core = _TIME_LEAD_EN.sub("", _LEAD_EN.sub("", text).strip()).strip()
     m = _ADVICE_EN.match(core)
     if m:
         rest = m.group("rest").strip()
@@ -236,7 +252,7 @@ def _en_clause(text: str, people: People) -> Clause:
 
 
 def _zh_clause(text: str, people: People, first: bool) -> Clause:
-    core = _LEAD_ZH.sub("", text).strip()
+    core = _TIME_LEAD_ZH.sub("", _LEAD_ZH.sub("", text).strip()).strip()
     m = _ADVICE_ZH.match(core)
     if m:
         return Clause(text, "我" + m.group("rest").lstrip("我"), lang="zh", advice=m.group("who"))

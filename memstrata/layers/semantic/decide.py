@@ -19,11 +19,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from memstrata.errors import ValidationError
 from memstrata.types import Kind, MemoryItem, Message, Status
 
 from .extract import Candidate, cardinality, normalise_value
+
+if TYPE_CHECKING:
+    from .state import Updates
 
 __all__ = ["Action", "Decision", "Neighbor", "DecideConfig", "Judge", "SameValue", "decide", "to_item",
            "apply_decision", "forget_request", "DecayConfig", "decay", "memory_value",
@@ -121,7 +125,8 @@ SameValue = Callable[[str, str], bool]
 
 def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
            config: DecideConfig = DecideConfig(), judge: Judge | None = None,
-           same_value: SameValue | None = None, covers: SameValue | None = None) -> Decision:
+           same_value: SameValue | None = None, covers: SameValue | None = None,
+           updates: "Updates | None" = None) -> Decision:
     """Decide ADD, BOOST, SUPERSEDE, KEEP_BOTH or IGNORE for one candidate.
 
     Slots first: same attribute and value → BOOST; same value, opposite polarity
@@ -135,7 +140,9 @@ def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
     active item holding that value it is IGNOREd on a single-valued slot (the slot has
     already moved on: "switched to Rust, rarely write TypeScript now"). A stated
     cessation ("no more red meat for me") also ends a liking or food item whose value it
-    ``covers`` ("User loves steak").
+    ``covers`` ("User loves steak"). ``updates`` (:class:`.state.SlotMatcher`) finds the
+    fact a statement no slot rule settled changes, by meaning ("I sold the Corolla" ends
+    "User drives a Toyota Corolla").
     """
     active = sorted((n for n in neighbors if n.item.status is Status.ACTIVE),
                     key=lambda n: -n.similarity)
@@ -149,6 +156,8 @@ def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
                 and (n.item.subject or "user") == candidate.subject]
         for n in same:
             other = normalise_value(n.item.value)
+            if value is None and other is None and candidate.attribute in FREE_TEXT_ATTRIBUTES:
+                continue  # two free statements ("notes") with no value are not one value
             equal = other == value or (
                 same_value is not None and candidate.value is not None and n.item.value is not None
                 and other is not None and value is not None and same_value(candidate.value, n.item.value))
@@ -176,6 +185,11 @@ def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
                     return Decision(Action.KEEP_BOTH, n.item.id, "slot.scenario", n.similarity,
                                     tags=("past", "recent"))
                 return _supersede(n, "slot.single")
+    if updates is not None:  # the state model: a change of a fact no slot rule named
+        slotted = updates(candidate, [n.item for n in active])
+        if slotted is not None:
+            return Decision(Action.SUPERSEDE, slotted.item.id, slotted.reason,
+                            round(slotted.similarity, 4), version=slotted.item.version + 1)
     comparable = [n for n in active if n.item.kind is candidate.kind
                   and not _slot_distinct(candidate, n.item)]
     if not comparable:
@@ -232,8 +246,13 @@ def to_item(candidate: Candidate, *, id: str, user_id: str, now: datetime,
 
 def apply_decision(decision: Decision, candidate: Candidate, existing: MemoryItem | None, *,
                    id: str, user_id: str, now: datetime, namespace: str = "",
-                   session_id: str | None = None) -> tuple[MemoryItem, ...]:
-    """The item rows to write for a decision: changed old item first, then the new one."""
+                   session_id: str | None = None,
+                   said_at: datetime | None = None) -> tuple[MemoryItem, ...]:
+    """The item rows to write for a decision: changed old item first, then the new one.
+
+    A superseded item keeps what replaced it and since when (``replaced_by``, ``until``:
+    ``said_at``, the time of the statement, else ``now``); the new item holds its value
+    ``since`` then. Retrieval reads them (:mod:`memstrata.retrieval.currency`)."""
     new = to_item(candidate, id=id, user_id=user_id, now=now, namespace=namespace,
                   session_id=session_id)
     if decision.action is Action.IGNORE:
@@ -248,9 +267,11 @@ def apply_decision(decision: Decision, candidate: Candidate, existing: MemoryIte
                                 updated_at=now, last_accessed=now,
                                 source_message_ids=sources),)
     if decision.action is Action.SUPERSEDE:
-        return (existing.evolve(status=Status.SUPERSEDED, updated_at=now),
+        when = (said_at or now).isoformat()
+        return (existing.evolve(status=Status.SUPERSEDED, updated_at=now,
+                                metadata={**existing.metadata, "replaced_by": new.id, "until": when}),
                 new.evolve(version=decision.version or existing.version + 1,
-                           supersedes=existing.id))
+                           supersedes=existing.id, metadata={**new.metadata, "since": when}))
     old_tag, new_tag = decision.tags or ("past", "recent")
     return (existing.evolve(tags=tuple(dict.fromkeys(existing.tags + (old_tag,))), updated_at=now),
             new.evolve(tags=(new_tag,)))

@@ -153,14 +153,17 @@ def extract_text(text: str, *, message_id: str = "", at: datetime | None = None,
     out: list[Candidate] = []
     seen: set[tuple] = set()
     for clause in clauses(text, people):
-        found = _rule_candidates(clause.text, clause.text, text, clause.lang, message_id) \
+        own = _rule_candidates(clause.text, clause.text, text, clause.lang, message_id) \
             if not clause.about_user else []
-        if found:  # "my wife is called Sarah": a rule about the user's own slot read it
-            clause = Clause(clause.text, clause.text, lang=clause.lang)
-        else:
-            found = _clause_candidates(clause, text, message_id)
-        for cand in found:
-            cand = _situate(cand, clause, at)
+        # "my wife is called Sarah": a rule about the user's own slot read it; what else
+        # the clause says is still about the person ("我女儿今年八岁，叫朵朵": her age too)
+        user_clause = Clause(clause.text, clause.text, lang=clause.lang)
+        rest = [] if own and not any(c.attribute and c.attribute.startswith("family:") for c in own) \
+            else _clause_candidates(clause, text, message_id)
+        pairs = [(c, user_clause) for c in own] + [(c, clause) for c in rest
+                                                   if not (own and c.attribute in ("notes", "name"))]
+        for cand, where in pairs:
+            cand = _situate(cand, where, at)
             key = (cand.subject, cand.kind, cand.slot_key) if cand.attribute and cand.value \
                 else (cand.subject, cand.kind, cand.content)
             if key not in seen:
@@ -408,7 +411,17 @@ _KEEP_VERB = {"will", "would", "can", "could", "should", "must", "might", "may",
               "actually", "basically", "currently", "totally", "even", "only", "both"}
 _PAST = {"went", "got", "made", "took", "ran", "began", "won", "lost", "read", "wrote", "met",
          "bought", "saw", "did", "had", "was", "were", "felt", "found", "gave", "came", "left",
-         "kept", "told", "thought", "brought", "sent", "spent", "built", "to", "sang", "drew"}
+         "kept", "told", "thought", "brought", "sent", "spent", "built", "to", "sang", "drew",
+         # the rest of the common irregular past forms: "I sold the Corolla" is not "solds"
+         "sold", "paid", "said", "heard", "held", "taught", "caught", "fought", "sought", "became",
+         "forgot", "understood", "stood", "sat", "slept", "swam", "drove", "rode", "flew", "grew",
+         "knew", "threw", "broke", "chose", "spoke", "woke", "froze", "wore", "tore", "stole",
+         "ate", "fell", "hid", "bit", "shook", "quit", "put", "cut", "set", "let", "hurt", "hit",
+         "shut", "lent", "bent", "meant", "dealt", "led", "fed", "fled", "bled", "sped", "fit",
+         "dug", "hung", "stuck", "struck", "swung", "lit", "laid", "overslept", "moved"}
+#: adverbs that come between "I" and the verb and do not end in -ly
+_ADVERBS = frozenset("ever seldom hardly almost soon later once twice again no longer kind sort "
+                     "pretty quite rather still yet".split())
 _PRONOUNS = {"i": "they", "me": "them", "my": "their", "mine": "theirs", "myself": "themselves",
              "i'm": "they're", "i've": "they've", "i'll": "they'll", "i'd": "they'd",
              "i’m": "they're"}
@@ -424,7 +437,8 @@ def _third_person(predicate: str, conjugate: bool = True) -> str:
             out.append(_PRONOUNS[low])
             continue
         if not conjugated and low.isalpha():
-            if low in _KEEP_VERB:
+            if low in _KEEP_VERB or (low.endswith("ly") and len(low) > 4) or low in _ADVERBS:
+                # "I barely write Java" → "barely writes", never "barelies write"
                 out.append(word)
                 continue
             conjugated = True
@@ -669,6 +683,8 @@ _ZH = [
        F, "job", zh="用户是{v}", importance=0.9),
     _r("zh.job_do", r"我(?:是|主要|现在)?做(?P<v>[^，,。！？!?]{1,10}?)的", F, "job", zh="用户从事{v}",
        importance=0.85),
+    _r("zh.job_at", r"我(?:现在|目前)?(?P<v>在[^，,。！？!?在]{1,12}?(?:当|做|担任)[^，,。！？!?]{1,8}?)"
+       r"(?=[，,。！？!?]|$)", F, "job", zh="用户{v}", importance=0.9, check=lambda v: len(v) <= 20),
     _r("zh.employer", r"我(?:现在|目前)?在(?P<v>[^，,。！？!?]{1,12}?)(?:工作|上班)", F,
        "employer", zh="用户在{v}工作", importance=0.85, check=_zh_ok),
     _r("zh.city", r"我(?:现在|目前)?(?:住在|定居在?|搬到了?|搬去了?)(?P<v>[^，,。！？!?]{1,10})", F,
@@ -701,7 +717,8 @@ _ZH = [
     _r("zh.allergy", r"我对(?P<v>[^，,。！？!?]{1,10})过敏", F, "allergies", zh="用户对{v}过敏",
        importance=0.85),
     _r("zh.family_name", r"我(?:的)?(?P<rel>老婆|妻子|老公|丈夫|儿子|女儿|孩子|妈妈|母亲|爸爸|父亲|哥哥|"
-       r"姐姐|弟弟|妹妹|女朋友|男朋友|狗|猫)(?:叫|名叫|的名字是)(?P<v>[^，,。！？!?]{1,6})", F,
+       r"姐姐|弟弟|妹妹|女朋友|男朋友|狗|猫)(?:[^，,。！？!?叫]{1,12}[，,])?(?:她|他|它)?(?:叫|名叫|的名字是)"
+       r"(?P<v>[^，,。！？!?]{1,6})", F,
        "family:{rel}", zh="用户的{rel}叫{v}", importance=0.75),
     _r("zh.have_family", r"我有(?P<v>(?:一|两|三|四|\d)(?:个|只|条)(?:儿子|女儿|孩子|狗|猫|宠物|哥哥|姐姐|"
        r"弟弟|妹妹))", F, "family", zh="用户有{v}", importance=0.75),

@@ -41,6 +41,7 @@ from .decide import (Action, DecayConfig, DecideConfig, FeedbackConfig, Neighbor
                      decay, decide, evict, forget_request, to_item)
 from .extract import CORRECTION, Candidate, extract, normalise_value
 from .statements import COMPLETION, completes
+from .state import SLOTS, SlotMatcher, is_negation, same_name, slot_named
 from .values import ValueMatcher
 from .forget import Forgetter
 from .items import ItemWriter
@@ -136,6 +137,7 @@ class Pipeline:
         self.config = config
         self.extractor = extractor  # the LLM path, when one is configured
         self.values = ValueMatcher(embedder)
+        self.slots = SlotMatcher(embedder)
 
     # -- the extract job --------------------------------------------------------------
     def run_extract(self, job: Job) -> None:
@@ -180,7 +182,7 @@ class Pipeline:
             log.debug("job %s: %d session-only and %d dropped candidates not stored", job.id,
                       len(screened.session_only), len(screened.dropped))
         now = utcnow()
-        keep = self._resolve_corrections(scope, list(screened.long_term))
+        keep = self._resolve_people(scope, self._resolve_corrections(scope, list(screened.long_term)))
         vectors = self.embed_probes(scope, keep, now, sid) if keep else None
         forget_ids = self._forget_targets(scope, messages, forgets, stated)
         # turns that state what is forgotten: the statement "that" meant, this batch's
@@ -201,7 +203,9 @@ class Pipeline:
                 self.forgetter.forget(scope, forget_ids, messages=False)
             if turns and self.config.forget_messages:
                 gone_turns = self.forgetter.forget_turns(scope, sorted(turns))
-            counts = self._apply(scope, keep, vectors, hits, set(forget_ids), job, now, sid, verdicts)
+            times = {m.id: m.created_at for m in messages}
+            counts = self._apply(scope, keep, vectors, hits, set(forget_ids), job, now, sid, verdicts,
+                                 times)
             result.update(counts)
             if forgets:
                 result["forgotten"] = {"requests": len(forgets), "items": len(forget_ids),
@@ -242,9 +246,30 @@ class Pipeline:
             if target is None or not cand.replaces or not cand.value:
                 log.debug("correction %r: no slot holds %r", cand.value, cand.replaces)
                 continue
+            # "其实我女儿是9岁": the new value without the clause's own subject and copula
+            value = re.sub(r"^(?:我|他|她)?(?:是|才|已经|现在)*", "", cand.value).strip() or cand.value
             out.append(replace(cand, kind=target.kind, subject=target.subject or "user",
-                               attribute=target.attribute, value=cand.value,
-                               content=target.content.replace(cand.replaces, cand.value)))
+                               attribute=target.attribute, value=value,
+                               content=target.content.replace(cand.replaces, value)))
+        return out
+
+    def _resolve_people(self, scope: Scope, cands: list[Candidate]) -> list[Candidate]:
+        """A person named in a statement is the relative the user gave that name, in
+        either script: after "我女儿叫朵朵", "Duoduo is 9 now" is about the daughter
+        (subject ``daughter``), so it updates her age (:func:`.state.same_name`)."""
+        named = [c for c in cands if c.subject not in ("user", "")]
+        if not named:
+            return cands
+        names = {(c.value or ""): c.attribute[len("family:"):] for c in cands
+                 if c.attribute and c.attribute.startswith("family:") and c.value}
+        for item in self.store.list_items(scope, _ACTIVE_ANY, limit=10_000):
+            if item.attribute and item.attribute.startswith("family:") and item.value:
+                names.setdefault(item.value, item.attribute[len("family:"):])
+        out = []
+        for cand in cands:
+            rel = next((r for name, r in names.items() if cand in named and same_name(name, cand.subject)),
+                       None)
+            out.append(replace(cand, subject=rel) if rel else cand)
         return out
 
     def embed_probes(self, scope: Scope, cands: Sequence[Candidate], now: datetime,
@@ -279,7 +304,7 @@ class Pipeline:
                 except NotFoundError:
                     pass
             decide(cand, neighbours, self.config.decide, same_value=self.values.same,
-                   covers=self.values.covers,
+                   covers=self.values.covers, updates=self.slots.updates,
                    judge=lambda c, item: asked.append((c, item)))  # records, answers None
         judge = self.extractor.judge(scope)
         out = {}
@@ -292,7 +317,7 @@ class Pipeline:
     def _apply(self, scope: Scope, cands: Sequence[Candidate], vectors: np.ndarray | None,
                hits: Sequence[list[tuple[str, float]]], gone: set[str], job: Job,
                now: datetime, sid: str, verdicts: dict[tuple[str, str, int], str] | None = None,
-               ) -> dict[str, int]:
+               times: dict[str, datetime] | None = None) -> dict[str, int]:
         """Decide and write each candidate; counts of versions written and todos done."""
         def judge(cand: Candidate, item: MemoryItem) -> str | None:
             return verdicts.get((cand.content, item.id, item.version)) if verdicts else None
@@ -306,14 +331,27 @@ class Pipeline:
         todos = None
         fresh: list[tuple[str, np.ndarray]] = []  # items written by this job, with vectors
         written = done = 0
-        for i, cand in enumerate(cands):
+        # "I don't drive the Corolla anymore, I drive a Tesla": the new value first; when it
+        # supersedes the old one, the negation said beside it adds nothing
+        order = sorted(range(len(cands)), key=lambda n: is_negation(cands[n].content))
+        changed: set[str] = set()  # messages whose statement superseded a fact in this job
+        for i in order:
+            cand = cands[i]
+            if changed & set(cand.source_message_ids) and is_negation(cand.content):
+                continue
             assert vectors is not None
             actor = self._actor(cand, None)
-            if cand.attribute == COMPLETION:
+            said_done = cand.attribute == COMPLETION
+            if said_done or (cand.kind is Kind.EVENT and cand.polarity):
                 if todos is None:
                     todos = [t for t in self.store.list_items(scope, _OPEN_TODOS, limit=1000)
                              if t.id not in gone]
-                todo = completes(cand, todos)
+                # a stated completion or a past event ("I renewed my passport yesterday")
+                # closes the todo it shares its words with; a stated completion also the
+                # one it means, in either language ("护照已经续签好了")
+                todo = completes(cand, todos) if todos else None
+                if todo is None and said_done and todos:
+                    todo = self.slots.completes(cand, todos)
                 if todo is not None:  # "I already booked the dentist": that todo is done
                     todos.remove(todo)
                     new = todo.evolve(status=Status.DONE, updated_at=now,
@@ -322,16 +360,25 @@ class Pipeline:
                                                        "said done", now)
                     done += 1
                     continue
-                cand = replace(cand, attribute="events")  # nothing open: an event of its own
+                if not said_done:
+                    pass
+                elif cand.rule.endswith("done_any"):
+                    continue  # "X已经…了" closes a todo or is not a memory of its own
+                else:
+                    cand = replace(cand, attribute="events")  # nothing open: an event of its own
             near = {item_id: cos for item_id, cos in hits[i] if item_id in state}
             near.update({item_id: float(vectors[i] @ vec) for item_id, vec in fresh})
             neighbours = [Neighbor(state[item_id], cos) for item_id, cos in near.items()]
             decision = decide(cand, neighbours, self.config.decide,
                               judge=judge if verdicts else None, same_value=self.values.same,
-                              covers=self.values.covers)
+                              covers=self.values.covers, updates=self.slots.updates)
             existing = state.get(decision.target_id) if decision.target_id else None
+            said = [times[m] for m in cand.source_message_ids if times and m in times]
+            if decision.action is Action.SUPERSEDE:
+                changed.update(cand.source_message_ids)
             rows = apply_decision(decision, cand, existing, id=new_id("mem"), user_id=scope.user_id,
-                                  now=now, namespace=scope.namespace, session_id=sid)
+                                  now=now, namespace=scope.namespace, session_id=sid,
+                                  said_at=max(said) if said else None)
             actor = self._actor(cand, decision)
             for row in rows:
                 row = row.evolve(metadata={**row.metadata, "job": job.id, "source": actor})
@@ -382,9 +429,11 @@ class Pipeline:
         out = [h.id for h in result.hits if h.parts.lexical is not None
                or cosine.get(h.id, 0.0) >= self.config.forget_similarity]
         q = query.casefold().strip()
+        named = slot_named(query)  # "forget my work" / "忘掉我的工作": the slot, every version
+        attributes = SLOTS[named][0] if named else ()
         for item in self.store.list_items(scope, Filters(statuses=tuple(Status)), limit=10**6):
             slots = " ".join(v for v in (item.attribute, item.value) if v).casefold()
-            if q and (q in slots or q in item.content.casefold()):
+            if q and (q in slots or q in item.content.casefold()) or item.attribute in attributes:
                 out.append(item.id)
         return list(dict.fromkeys(out))
 

@@ -28,7 +28,7 @@ COMPLETION = "done"
 
 _NUM = r"(?P<n>\d{1,3}|[a-z]+(?:-[a-z]+)?|[零一二两三四五六七八九十百]{1,4})"
 _AGE_EN = re.compile(r"^i (?:am|'m|’m)(?: now| already| only| almost)? " + _NUM
-                     + r"(?: (?:years?|yrs?) old| years of age)?$"
+                     + r"(?: (?:years?|yrs?) old| years of age)?(?: now| already| this year)?$"
                      r"|^i (?:just |recently |finally )?turned " + _NUM.replace("?P<n>", "?P<n2>")
                      + r"\b", re.I)
 _AGE_ZH = re.compile(r"^我(?:今年|现在|已经|刚|刚刚|才)*(?:满)?" + _NUM + r"(?:周)?岁")
@@ -64,11 +64,18 @@ _DONE_EN = re.compile(
     r"fixed|emailed|cancelled|canceled|returned|picked up|signed|filed|ordered)\b[^,;]*?) already$"
     r"|^(?:the )?(?P<v3>[\w' -]{2,40}?) (?:is|are) (?:all )?(?:done|booked|sorted|taken care of|"
     r"paid|finished|scheduled)(?: already| now)?$", re.I)
+_FOODISH = re.compile(
+    r"\b(?:eat(?:ing)?|drink(?:ing)?|having|meat|sugar|dairy|alcohol|coffee|caffeine|beer|wine|"
+    r"soda|gluten|carbs|bread|rice|pork|beef|chicken|fish|seafood|sweets|snacks|junk food|fast food|"
+    r"fried food|booze|tea|chocolate|desserts?|milk|cheese|eggs?|nuts)\b",
+    re.I)
 _DONE_VERB_ZH = (r"(?:约|订|预约|预订|买|交|付|缴|办|做|写|发|寄|取|还|修|提交|完成|报名|打|回|改|"
                  r"整理|收拾|准备)")
 _DONE_ZH = re.compile(r"^(?:我)?(?P<v>[^，,。]{1,14}?)(?:已经|早就|都)" + _DONE_VERB_ZH + r"(?:好|完|过)?了"
                       r"|^我(?:已经|早就)(?P<v2>" + _DONE_VERB_ZH + r"[^，,。]{1,12}?)了$"
                       r"|^(?:我)?(?P<v3>[^，,。]{1,14}?)(?:搞定|弄好|办好|约好|订好|交了|做完|写完)了")
+_DONE_ANY_ZH = re.compile(r"^(?:我)?(?P<v>[^，,。我你他她]{1,10}?)(?:已经|早就|终于|都)"
+                          r"(?:[\u4e00-\u9fff]{1,4}?)(?:好|完|过|掉)?了[。！!]*$")
 _ATTR_ZH = re.compile(r"^(?P<x>[^，,。是的]{1,16}?)的(?P<y>[^，,。是]{1,10}?)(?:是|为|在)"
                       r"(?P<z>[^。]{1,100}?)[。！!]*$")
 _ATTR_EN = re.compile(r"^(?:i (?:am|'m) |)?(?:my|the) (?P<y>[\w -]{2,30}?)(?: of (?P<x>[\w' -]{2,30}))?"
@@ -188,12 +195,23 @@ def _cessation(body: str, lang: str) -> dict | None:
     v = re.sub(r"\s+(?:anymore|any more|now|for now|for good)$", "", v.strip(), flags=re.I)
     if len(v.split()) > 4 or re.match(r"(?i)^(?:it|that|this|worrying|talking)\b", v):
         return None
+    if not _FOODISH.search(m.group(0)) and (m.group("v2") or m.group("v3")):
+        # "I quit the hospital", "I stopped the piano": a state that ended, in the
+        # user's own words — not a food ("no longer eats or drinks the hospital")
+        return _cand(Kind.FACT, _render_en(body), "notes", None, "en.stopped", lang,
+                     change=True, importance=0.6)
     return _cand(Kind.PREFERENCE, f"User no longer eats or drinks {v}", "food", v, "en.stop",
                  lang, polarity=False, change=True, importance=0.75)
 
 
 def _completion(body: str, lang: str) -> dict | None:
     m = (_DONE_ZH if lang == "zh" else _DONE_EN).search(body)
+    if not m and lang == "zh" and (m := _DONE_ANY_ZH.search(body)):
+        # "护照已经续签了": the form of a completion, whatever the verb; it is kept only
+        # when it closes an open todo (the pipeline drops it otherwise)
+        text = body.rstrip("。！!")
+        return _cand(Kind.EVENT, _render_zh(text) if text.startswith("我") else text, COMPLETION,
+                     m.group("v"), "zh.done_any", lang, importance=0.6)
     if not m:
         return None
     v = next((g for g in m.groups() if g), "").strip()
@@ -231,7 +249,9 @@ def _attribute(body: str, lang: str, clause: Clause) -> dict | None:
 
 def families(clause: Clause) -> list[dict]:
     """What the structural families read in a clause's body (candidate fields)."""
-    body, lang = clause.body, clause.lang
+    # "My daughter is 8 years old." reads as "I am 8 years old": the full stop is no part
+    # of the statement (a question mark is)
+    body, lang = clause.body.rstrip(" .!。！~～"), clause.lang
     out: list[dict] = []
     readers: tuple[Callable[[str, str], dict | None], ...] = (_age, _health, _cessation,
                                                               _completion)
@@ -266,7 +286,11 @@ def generic(clause: Clause) -> dict | None:
     starts_i = bool(re.match(r"(?i)^i\b|^i['’]", body))
     mentions = starts_i or any(w in ("me", "my", "myself") for w in lowered)
     addressed = any(w.startswith(("you", "your")) for w in lowered)
-    if not mentions or len(content_words) < (3 if starts_i else 4) or addressed:
+    # a statement not opening with "I" needs a value (a name, a number) to be a fact
+    valued = any(w[:1].isupper() or w[1:2].isupper() or w[:1].isdigit() for w in words[1:])
+    # "I study law", "I play the piano": a verb and its object are a fact about the user
+    least = 2 if starts_i else (3 if valued else 4)
+    if not mentions or len(content_words) < least or addressed:
         return None
     kind, attr = (Kind.EVENT, "events") if _PAST.match(body) else (Kind.FACT, "notes")
     return _cand(kind, _render_en(body), attr, None, "en.statement", lang, importance=0.45,

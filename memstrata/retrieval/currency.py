@@ -1,0 +1,129 @@
+"""Current truth in retrieval (R3.11): stale evidence never outranks the current fact.
+
+When the write path supersedes a fact (:mod:`memstrata.layers.semantic.state`), the old
+item keeps ``metadata["replaced_by"]`` (the item that holds the value now) and
+``metadata["until"]`` (the time of the statement that replaced it). From those,
+:func:`stale_marks` says which documents describe a past state: the superseded items,
+and the raw turns that stated them (unless the turn also states the current value).
+The retriever puts the mark on :class:`~memstrata.stores.base.DocInfo` (``stale_since``,
+``replaced_by``), where a ranker can read it, and on each
+:class:`~memstrata.types.SearchHit`.
+
+:func:`current_first` is the final, structural ordering pass (applied after the
+ranker's order, before the top ``k`` is cut): for a present-tense question or a request
+a stale hit ranks below the current fact of its slot — which is brought in, in the
+stale hit's place, when the ranker did not find it — and below every current hit, so it
+takes no slot that a current hit could fill. Its displayed score is capped at the score
+of the hit above it, so scores stay in rank order. A question about the past ("where did
+I live before?", "我以前做什么工作？", :func:`asks_about_past`) keeps the ranker's order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from ..types import MemoryItem, SearchHit, Status, parse_time
+
+__all__ = ["Stale", "stale_marks", "asks_about_past", "current_first", "until_label"]
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """A document that describes a past state: since when, and what replaced it."""
+
+    since: datetime
+    replaced_by: str | None = None
+
+
+def _until(item: MemoryItem) -> datetime:
+    raw = item.metadata.get("until")
+    if isinstance(raw, str):
+        try:
+            return parse_time(raw)
+        except Exception:  # a hand-edited value: the time of the change is the fallback
+            pass
+    return item.updated_at
+
+
+def stale_marks(superseded: Iterable[MemoryItem],
+                current_sources: Mapping[str, Sequence[str]] | None = None) -> dict[str, Stale]:
+    """Document id → :class:`Stale` for superseded items and the turns that stated them.
+
+    ``replaced_by`` follows the chain to the last replacement (a value changed twice
+    points at the newest). A turn that is also a source of the replacing item (``current_
+    sources``: item id → its source turn ids) states the current value and is not stale.
+    """
+    items = {i.id: i for i in superseded if i.status is Status.SUPERSEDED}
+    current_sources = current_sources or {}
+    out: dict[str, Stale] = {}
+    for item in items.values():
+        target = item.metadata.get("replaced_by")
+        seen = {item.id}
+        while isinstance(target, str) and target in items and target not in seen:
+            seen.add(target)
+            target = items[target].metadata.get("replaced_by")
+        last = target if isinstance(target, str) else None
+        mark = Stale(_until(item), last)
+        out[item.id] = mark
+        keep = set(current_sources.get(last or "", ()))
+        for turn in item.source_message_ids:
+            if turn in keep:
+                continue
+            old = out.get(turn)
+            if old is None or old.since < mark.since:  # the latest change the turn missed
+                out[turn] = mark
+    return out
+
+
+_PAST_EN = re.compile(
+    r"\b(?:before|used to|previously|formerly|earlier|in the past|back then|back when|originally|"
+    r"at first|(?:my|the) (?:old|first)|former|prior|last time|until|ago|"
+    r"did i (?:use to|live|work|have|drive|"
+    r"weigh|do|study|own))\b", re.I)
+_PAST_ZH = re.compile(r"以前|之前|原来|过去|曾经|当初|原先|那时|从前|早先|先前|旧的|上一[个份辆]")
+
+
+def asks_about_past(text: str) -> bool:
+    """Whether a question asks about a former state ("where did I live before?")."""
+    return bool(_PAST_EN.search(text or "") or _PAST_ZH.search(text or ""))
+
+
+def until_label(since: datetime, text: str) -> str:
+    """"until 2026-11" / "2026年11月之前", in the language of the labelled text."""
+    if re.search(r"[\u4e00-\u9fff]", text):
+        return f"{since.year}年{since.month}月之前"
+    return f"until {since.year:04d}-{since.month:02d}"
+
+
+def current_first(hits: Sequence[SearchHit], current: Mapping[str, SearchHit], *,
+                  past: bool) -> list[SearchHit]:
+    """The final order: for a present-tense query each stale hit goes below every current
+    hit, and the current fact that replaced it (``current``: stale hit id → the hit of
+    the item that replaced it) takes its place when it is not ranked already. A moved or
+    brought-in hit's score is capped at the lowest score above it, so no hit shows a
+    score above one ranked higher. ``past`` keeps the ranker's order."""
+    if past or not any(h.stale_since is not None for h in hits):
+        return list(hits)
+    ranked = {h.id for h in hits}
+    fresh: list[tuple[SearchHit, bool]] = []
+    stale: list[tuple[SearchHit, bool]] = []
+    for hit in hits:
+        if hit.stale_since is None:
+            fresh.append((hit, False))
+            continue
+        stale.append((hit, True))
+        cur = current.get(hit.id)
+        if cur is not None and cur.id not in ranked:
+            ranked.add(cur.id)
+            fresh.append((replace(cur, score=hit.score), True))
+    out: list[SearchHit] = []
+    floor = float("inf")
+    for hit, moved in fresh + stale:
+        if moved and hit.score > floor:
+            hit = replace(hit, score=floor)
+        floor = min(floor, hit.score)
+        out.append(hit)
+    return out
