@@ -40,8 +40,12 @@ class RecallTable:
     def __init__(self, ks: Sequence[int]) -> None:
         self.ks = sorted(ks)
         self._rows: dict[str, dict[str, list[list[float]]]] = defaultdict(lambda: defaultdict(list))
+        #: per system, adjacent hits whose score is above the one ranked before it
+        self.inversions: dict[str, int] = defaultdict(int)
 
-    def add(self, system: str, category: str, ranked: Sequence[str], gold: Iterable[str]) -> None:
+    def add(self, system: str, category: str, ranked: Sequence[str], gold: Iterable[str],
+            scores: Sequence[float] = ()) -> None:
+        self.inversions[system] += sum(b > a + 1e-12 for a, b in zip(scores, scores[1:]))
         gold = set(gold)
         if not gold:
             return
@@ -53,7 +57,7 @@ class RecallTable:
         for system, cats in self._rows.items():
             every = [v for rows in cats.values() for v in rows]
             out[system] = {
-                "overall": self._mean(every),
+                "overall": self._mean(every), "score_inversions": self.inversions[system],
                 "by_category": {c: self._mean(rows) | {"n": len(rows)} for c, rows in sorted(cats.items())},
             }
         return out

@@ -106,7 +106,7 @@ def run_locomo(data: str | Path, *, ks: list[int], store: str | None = None,
                         result = search_as(memory.retriever, system, scope, request,
                                            query_vector=qvec, touch=False)
                         ranked = [sample["_dia"].get(h.id) for h in result.hits]
-                        table.add(system, category, ranked, gold)
+                        table.add(system, category, ranked, gold, [h.score for h in result.hits])
         embedder_name = memory.embedder.name
     return {"benchmark": "locomo", "data": str(data), "embedder": embedder_name,
             "systems": table.summary(), "questions": questions, "unparsed_evidence": unparsed,

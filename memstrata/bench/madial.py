@@ -91,7 +91,8 @@ def run_madial(data: str | Path, *, ks: list[int], langs: tuple[str, ...] = ("zh
                                         scoring="relevance")
                 for system in SYSTEMS:
                     hits = search_as(memory.retriever, system, scope, request, touch=False).hits
-                    table.add(system, lang, [ids.get(h.id, "") for h in hits], gold)
+                    table.add(system, lang, [ids.get(h.id, "") for h in hits], gold,
+                              [h.score for h in hits])
         name = memory.embedder.name
     return {"benchmark": "madial", "data": str(data), "embedder": name, "systems": table.summary(),
             "questions": questions, "ks": ks}

@@ -77,7 +77,8 @@ def run_memdaily(data: str | Path, *, ks: list[int], store: str | None = None,
                 for system in SYSTEMS:
                     hits = search_as(memory.retriever, system, scope, request,
                                      query_vector=qvec, touch=False).hits
-                    table.add(system, qtype, [mids.get(h.id, "") for h in hits], qa["target_step_id"])
+                    table.add(system, qtype, [mids.get(h.id, "") for h in hits], qa["target_step_id"],
+                              [h.score for h in hits])
         embedder_name = memory.embedder.name
     return {"benchmark": "memdaily", "data": str(data), "embedder": embedder_name,
             "systems": table.summary(), "questions": questions, "skipped_error_items": skipped,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from ..bench.common import markdown, write_json
@@ -24,6 +26,11 @@ def _ks(value: str) -> list[int]:
 def bench() -> None:
     """Benchmarks: retrieval recall on LoCoMo and MemDaily, the knowledge base, search latency,
     hostile inputs."""
+
+
+def _inversions(report: dict) -> str:
+    return "score inversions (a hit scoring above the one ranked before it): " + ", ".join(
+        f"{name} {s.get('score_inversions', 0)}" for name, s in report["systems"].items())
 
 
 def _common(func):
@@ -55,6 +62,7 @@ def locomo(data, ks, embedding_cache, store, embedder, limit, json_out) -> None:
     click.echo(f"LoCoMo: {report['questions']} questions, {report['unparsed_evidence']} unparsed "
                f"evidence ids, embedder {report['embedder']}")
     click.echo(markdown(report, ks))
+    click.echo(_inversions(report))
     write_json(report, json_out)
 
 
@@ -76,6 +84,7 @@ def memdaily(data, ks, embedding_cache, store, embedder, limit, json_out) -> Non
     click.echo(f"MemDaily: {report['questions']} questions ({report['skipped_error_items']} "
                f"[ERROR] items skipped), embedder {report['embedder']}")
     click.echo(markdown(report, ks))
+    click.echo(_inversions(report))
     write_json(report, json_out)
 
 
@@ -332,6 +341,7 @@ def chat(memdaily, madial, limit, budget, embedder, embedding_cache, json_out) -
         report["madial"] = r
         click.echo(f"MADial: {r['questions']} dialogues, embedder {r['embedder']}")
         click.echo(markdown(r, [5, 10]))
+        click.echo(_inversions(r))
     write_json(report, json_out)
 
 
@@ -405,4 +415,46 @@ def longmemeval(data, ks, limit, embedder, embedding_cache, store, json_out) -> 
     click.echo("| system | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
     for name, s in report["systems"].items():
         click.echo(f"| {name} | " + " | ".join(f"{s['overall'].get(k, 0):.3f}" for k in keys) + " |")
+    write_json(report, json_out)
+
+
+@bench.command("train-ranker")
+@click.option("--data", required=True, type=click.Path(exists=True, file_okay=False),
+              help="The bench-data/ directory (locomo/, madial/, memdaily/ under it).")
+@click.option("--workdir", required=True, type=click.Path(file_okay=False),
+              help="Where the imported stores and the collected features are kept between runs.")
+@click.option("--datasets", default=",".join(("locomo", "madial", "memdaily")), show_default=True)
+@click.option("--memdaily-limit", default=100, show_default=True,
+              help="MemDaily trajectories (evenly spaced over the files).")
+@click.option("--l2", default=1.0, show_default=True, help="L2 penalty of the logistic regression.")
+@click.option("--seed", default=0, show_default=True, help="Recorded; the fit itself has no randomness.")
+@click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--embedding-cache", default=None, type=click.Path(dir_okay=False),
+              help="SQLite file of vectors kept across runs.")
+@click.option("--write/--no-write", default=True, show_default=True,
+              help="Write the weights fitted on every row to memstrata/retrieval/ranker.json.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def train_ranker(data, workdir, datasets, memdaily_limit, l2, seed, embedder, embedding_cache,
+                 write, json_out) -> None:
+    """Learn the relevance score on the dev splits: the leave-one-dataset-out table
+    (ranker vs BM25-only vs dense-only), LoCoMo trained without conversations 3-4 and
+    scored on them, and the shipped weights."""
+    from ..bench.ranker import collect, train
+    from ..retrieval.rank import RANKER_FILE
+
+    names = tuple(n.strip() for n in datasets.split(",") if n.strip())
+    rows = collect(data, workdir, datasets=names, memdaily_limit=memdaily_limit,
+                   embedder=embedder, embedding_cache=embedding_cache)
+    report = train(rows, l2=l2, seed=seed, write=RANKER_FILE if write else None)
+    click.echo("| left out | questions | ranker R@5 | bm25 R@5 | dense R@5 | ranker R@10 | "
+               "bm25 R@10 | dense R@10 | ECE |\n|---|---|---|---|---|---|---|---|---|")
+    rows_out = dict(report["leave_one_dataset_out"])
+    if "locomo_conv3_4" in report:
+        rows_out["locomo conv 3-4"] = report["locomo_conv3_4"]
+    for name, r in rows_out.items():
+        click.echo(f"| {name} | {r['questions']} | {r['ranker_r5']:.3f} | {r['bm25_r5']:.3f} | "
+                   f"{r['dense_r5']:.3f} | {r['ranker_r10']:.3f} | {r['bm25_r10']:.3f} | "
+                   f"{r['dense_r10']:.3f} | {r['ece']:.3f} |")
+    click.echo("weights: " + json.dumps(report["weights"]))
     write_json(report, json_out)

@@ -29,6 +29,7 @@ from .calibration import Calibration, calibration_for
 from .currency import Stale, asks_about_past, current_first, stale_marks
 from .documents import SOURCE_TAG, asks_about_assistant, build_query, is_question, split_question
 from .fusion import Candidate, Fused, fuse
+from .rank import feature_matrix
 from .scoring import final_score, get_preset
 from .request import MODES, Mode, SearchRequest
 from .units import ROLES, Unit, is_weak, merge_units, reply_to, role_of, role_weight
@@ -97,10 +98,11 @@ class Retriever:
         self.reranker: Reranker | None = None  # R5.3, off by default (setting ``reranker``)
         self._calibration: Calibration | None = None  # read from the store on first use
 
-    def _named_speaker(self, query: str, infos: "Iterable[DocInfo]") -> str | None:
+    def _named_speaker(self, query: str, infos: "Iterable[DocInfo]", *,
+                       always: bool = False) -> str | None:
         """The speaker tag to boost when the query names exactly one of the speakers
         among the candidates ("What did Caroline say…" → Caroline's turns)."""
-        if not self.settings.speaker_boost:
+        if not self.settings.speaker_boost and not always:
             return None
         speakers = {t for info in infos for t in info.tags if t.startswith("speaker:")}
         lowered = query.lower()
@@ -110,8 +112,9 @@ class Retriever:
 
     def _candidates(self, scope: Scope, query: str, recent: Sequence[str], filters: Filters,
                     limit: int, mode: Mode, vector: np.ndarray | None, expansion: float,
-                    ) -> tuple[list[Fused], list[Candidate], list[Candidate], str]:
-        """Fused candidates for one question: ``(fused, lexical, dense, lexical_query)``."""
+                    ) -> tuple[list[Fused], list[Candidate], list[Candidate], str, set[str]]:
+        """Fused candidates for one question: ``(fused, lexical, dense, lexical_query,
+        expanded)`` (``expanded``: the ids only query expansion found)."""
         lexical_query, dense_text = build_query(query, recent, self.settings.query_turns)
         lexical: list[Candidate] = []
         if mode != "dense":
@@ -122,11 +125,14 @@ class Retriever:
                 vector = self.queries.embed([dense_text])[0]
             dense = self.store.vector_search(scope, vector, filters, limit)
         fused = self._fuse(dense, lexical, query)
+        expanded: set[str] = set()
         if expansion > 0 and lexical and fused:
+            first = {d for d, _ in lexical}
             lexical = self._expand(scope, lexical_query, fused[0].id, lexical, filters, limit,
                                    expansion)
+            expanded = {d for d, _ in lexical} - first
             fused = self._fuse(dense, lexical, query)
-        return fused, lexical, dense, lexical_query
+        return fused, lexical, dense, lexical_query, expanded
 
     def _lexical(self, scope: Scope, tokens: str, filters: Filters, limit: int) -> list[Candidate]:
         return self.store.lexical_search(scope, tokens, filters, limit,
@@ -196,9 +202,13 @@ class Retriever:
 
     def search(self, scope: Scope, request: SearchRequest, *, explain: bool = False,
                query_vector: np.ndarray | None = None, touch: bool = True,
-               split: bool | None = None, expansion: float | None = None) -> SearchResult:
+               split: bool | None = None, expansion: float | None = None,
+               collect: "list[tuple[str, list[float]]] | None" = None) -> SearchResult:
         """Top ``request.k`` hits for ``request.query`` in ``scope``, none scoring under
         ``request.min_score`` (the request is taken as valid: callers check it).
+        ``collect`` (a list) receives ``(doc id, features)`` of every candidate of every
+        question: the learned ranker's inputs (:mod:`.rank`), for
+        ``memstrata bench train-ranker``; the order does not use them (yet).
 
         The request's ``scoring`` preset defaults to the ``scoring`` setting. The
         keywords are the engine's own knobs, not the caller's question: ``explain``
@@ -239,12 +249,14 @@ class Retriever:
         dense_all: dict[str, float] = {}
         lexical_queries = []
         per_question = []
+        lists: list[tuple[str, list[Fused], list[Candidate], list[Candidate], set[str]]] = []
         with self.store.one_search(scope):  # the index brought up to date once for all lists
             for question, vector in zip(questions, vectors):
-                fused, lexical, dense, lexical_query = self._candidates(
+                fused, lexical, dense, lexical_query, expanded = self._candidates(
                     scope, question, recent, filters, limit, mode, vector, expansion)
                 lexical_queries.append(lexical_query)
                 per_question.append(fused)
+                lists.append((lexical_query, fused, lexical, dense, expanded))
                 for pool, found in ((lexical_all, lexical), (dense_all, dense)):
                     for d, s in found:
                         pool[d] = max(s, pool.get(d, s))
@@ -266,6 +278,10 @@ class Retriever:
             infos = {i: replace(info, stale_since=marks[i].since.timestamp(),
                                 replaced_by=marks[i].replaced_by) if i in marks else info
                      for i, info in infos.items()}
+        if collect is not None:  # the learned ranker's features (memstrata bench train-ranker)
+            matrix, owners = feature_matrix(lists, infos, query, self._named_speaker(
+                query, infos.values(), always=True))
+            collect.extend((doc_id, row.tolist()) for (doc_id, _), row in zip(owners, matrix))
         answered_ids = {r for r in (reply_to(i) for i in infos.values()) if r}
         missing = sorted(answered_ids - infos.keys())
         answered = {**{i: infos[i] for i in answered_ids if i in infos},
