@@ -148,6 +148,9 @@ SETTINGS: tuple[Setting, ...] = (
             low=1),
     Setting("session_idle_minutes", 30.0, float,
             "Idle time after which archive_idle() closes and archives a session", low=0.0),
+    Setting("session_sweep_minutes", 5.0, float,
+            "How often the background worker archives idle sessions (archive_idle()); "
+            "0 turns the sweep off", low=0.0),
     Setting("session_window", 50, int, "Recent messages a session state carries", low=1),
     Setting("trigger_words", "上次,我之前说过,我的习惯是,last time,as I said", str,
             "Comma-separated words that switch context() from light warm-up to deep recall"),
@@ -290,6 +293,7 @@ class Settings:
     sessions: str = ""
     summary_every: int = 10
     session_idle_minutes: float = 30.0
+    session_sweep_minutes: float = 5.0
     session_window: int = 50
     trigger_words: str = "上次,我之前说过,我的习惯是,last time,as I said"
     extraction: str = "rules"

@@ -26,13 +26,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from .errors import ConflictError, JobError, MemstrataError
 from .stores.base import Job, JobQueue
 from .stores.policy import UNFINISHED
 
-__all__ = ["Worker", "Handler", "UNFINISHED", "wait_for"]
+__all__ = ["Worker", "Handler", "Periodic", "UNFINISHED", "wait_for"]
 
 log = logging.getLogger("memstrata.jobs")
 
@@ -42,6 +43,22 @@ Handler = Callable[[Job], None]
 
 
 _MAX_BACKOFF_S = 30.0
+
+
+@dataclass
+class Periodic:
+    """Work the worker does on a schedule beside its jobs (the idle-session sweep): the
+    first run one ``every_s`` after the worker is made, then every ``every_s``. A
+    failure is logged once with a count while it repeats, and retried next time."""
+
+    name: str
+    every_s: float
+    run: Callable[[], object]
+    due: float = field(default=0.0)
+    failures: int = 0
+
+    def __post_init__(self) -> None:
+        self.due = time.monotonic() + self.every_s
 
 
 def _alive(pid: int) -> bool:
@@ -71,6 +88,7 @@ class Worker:
         self.poll_s = poll_s
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.failures: list[tuple[Job, str]] = []
+        self.periodic: list[Periodic] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -130,12 +148,35 @@ class Worker:
             done.set()
         return job
 
+    def run_periodic(self) -> None:
+        """Run the scheduled work that is due."""
+        for task in self.periodic:
+            if time.monotonic() < task.due:
+                continue
+            task.due = time.monotonic() + task.every_s
+            try:
+                task.run()
+            except Exception as exc:  # logged, retried at the next due time
+                task.failures += 1
+                if task.failures == 1:
+                    log.warning("worker %s: %s failed (%s: %s); retrying every %.0fs",
+                                self.name, task.name, type(exc).__name__, exc, task.every_s)
+                elif task.failures & (task.failures - 1) == 0:
+                    log.warning("worker %s: %s still failing after %d tries (%s)", self.name,
+                                task.name, task.failures, type(exc).__name__)
+            else:
+                if task.failures:
+                    log.info("worker %s: %s works again after %d failure(s)", self.name,
+                             task.name, task.failures)
+                task.failures = 0
+
     def run(self, *, until_idle: bool = False, stop: threading.Event | None = None) -> int:
         """Run jobs until ``stop`` is set (or, with ``until_idle``, until no job is
         pending or running anywhere). Returns the number of jobs run."""
         stop = stop or self._stop
         ran = 0
         while not stop.is_set():
+            self.run_periodic()
             if self.run_once() is not None:
                 ran += 1
                 continue

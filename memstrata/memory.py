@@ -32,7 +32,7 @@ from typing import Any
 
 from .config import Settings
 from .errors import ConfigError, JobError, StoreError
-from .jobs import Worker, wait_for
+from .jobs import Periodic, Worker, wait_for
 from .knowledge import Knowledge, KnowledgeBase
 from .layers.context import ContextResult
 from .layers.episodic import Resume, SessionManager
@@ -123,9 +123,13 @@ class Memory:
                                           "consolidate": Consolidator(
                                               self.pipeline, self.session_manager.sessions).run},
                              lease_s=s.job_lease_s, max_attempts=s.job_max_attempts)
-        if s.worker == "thread" and not s.read_only \
-                and self.store.list_jobs(statuses=UNFINISHED, limit=1):
-            self.worker.start()  # resume what a previous process left pending
+        if s.session_sweep_minutes > 0:
+            self.worker.periodic.append(Periodic("the idle-session sweep", s.session_sweep_minutes * 60,
+                                                 self._sweep))
+        if s.worker == "thread" and not s.read_only and (
+                self.store.list_jobs(statuses=UNFINISHED, limit=1)
+                or (s.session_sweep_minutes > 0 and self.store.idle_sessions(utcnow(), limit=1))):
+            self.worker.start()  # resume what a previous process left pending, sweep open sessions
 
     def _open_llm(self, llm: "str | LLM | None") -> MeteredLLM | None:
         s = self.settings
@@ -304,10 +308,16 @@ class Memory:
             self.after_archive(scope, session_id, handed)
         return [(scope, session_id) for scope, session_id, _ in done]
 
+    def _sweep(self) -> None:
+        archived = self.archive_idle(limit=1000)
+        if archived:
+            log.info("archived %d idle session(s)", len(archived))
+
     def after_archive(self, scope: Scope, session_id: str, handed: list[Message]) -> None:
-        """Index what a session store handed to the main store, and queue its extraction
-        (the scope is the session's own, whatever this Memory's default namespace)."""
-        if handed:  # messages a Redis session held: index what the main store now has
+        """Index what a session store handed to the main store only now (turns an
+        earlier memstrata held in Redis), and queue the session's extraction (the scope
+        is the session's own, whatever this Memory's default namespace)."""
+        if handed:
             self.indexer.index_turns(scope, session_id, self.store.get_messages(
                 scope, session_id, start=handed[0].seq))
         UserMemory(self, scope).enqueue_extraction(session_id)

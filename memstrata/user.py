@@ -231,9 +231,9 @@ class UserMemory:
         returns what that add stored (``replayed=True``; indexing it missed, say because
         the embedder failed after the commit, is done now). The same key with other
         messages or another session is a :class:`~memstrata.errors.ValidationError`.
-        Keys are per user, kept until the user is forgotten. (A Redis session store
-        holds the turns outside the main store's transaction: a failure between its
-        write and the key's is the one case a retry can store them again.)
+        Keys are per user, kept until the user is forgotten. Whatever the session
+        store, the turns are committed in the main store before this returns (Redis
+        only caches the session's state).
         """
         m = self.memory
         if extract is None:
@@ -313,7 +313,7 @@ class UserMemory:
         return AddResult(session_id, stored, replayed=True)
 
     def messages(self, session_id: str = "default") -> builtins.list[Message]:
-        """A session's raw log, in order (with messages a Redis session still holds)."""
+        """A session's raw log, in order (from the main store, whatever the session store)."""
         return self.memory.session_manager.sessions.messages(self.scope, session_id)
 
     def sessions(self) -> builtins.list[SessionInfo]:

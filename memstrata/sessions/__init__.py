@@ -3,8 +3,8 @@
 =====================================  ===========================================
 (no URL)                               the main store's own session rows (SQLite
                                        or PostgreSQL alike)
-``redis://host:6379/0?prefix=ms``      one Redis server (the hot option)
-``redis+cluster://host:7000``          a Redis Cluster (keys hash-tagged by session)
+``redis://host:6379/0?prefix=ms``      the main store's rows, cached in one Redis server
+``redis+cluster://host:7000``          the same, cached in a Redis Cluster
 =====================================  ===========================================
 
 The L2 life cycle over these stores — progressive summaries, idle archiving, resume —

@@ -2,11 +2,10 @@
 
 A session store keeps, per (namespace, user, session): the version, the status
 (``open`` → ``closed`` → ``archived``), the L2 running summary with its
-``message_range_end`` (R2.1), and the session's messages — either by writing them to the
-main :class:`~memstrata.stores.base.Store` straight away (SQLite, ``hot_log = False``) or
-by holding them until the session is archived (Redis, ``hot_log = True``). The main
-Store's raw message log stays the source of truth: archiving hands every held message
-over to it before the hot state is dropped.
+``message_range_end`` (R2.1), and the session's messages. The main
+:class:`~memstrata.stores.base.Store` is the record: every backend commits each append
+there before it returns (Redis only caches the state, see
+:mod:`memstrata.sessions.redis`).
 
 Every write names the version it read (``expected_version``); a write against any
 other version raises :class:`~memstrata.errors.ConflictError` and changes nothing, so
@@ -80,9 +79,10 @@ class SessionState:
 class SessionStore(ABC):
     """Where session state lives. Open one with :func:`memstrata.sessions.open_session_store`.
 
-    ``hot_log`` is a capability flag: True when appended messages are held here until
-    :meth:`archive` hands them to the main Store, False when :meth:`append` writes them
-    to the main Store at once.
+    ``hot_log`` is a capability flag: True for a store that would hold appended
+    messages outside the main Store until :meth:`archive` (none does now: an
+    acknowledged turn must be in the main Store); False when :meth:`append` writes
+    them to the main Store at once.
     """
 
     url: str
@@ -143,6 +143,10 @@ class SessionStore(ABC):
         """Drop every key this store holds for the user (their sessions, their indexes
         and the entries that name them); returns how many were removed."""
         return 0
+
+    def ping(self) -> None:  # noqa: B027 (the main store's own rows: its check covers them)
+        """Raise :class:`~memstrata.errors.StoreUnavailableError` unless the session
+        store answers (for ``/readyz``)."""
 
     def close(self) -> None:  # noqa: B027 (a hook: most stores hold nothing to release)
         """Release connections (the main Store is closed by its owner)."""

@@ -46,7 +46,7 @@ documents) live in :mod:`memstrata.stores.policy`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -358,6 +358,13 @@ class Lifecycle(Protocol):
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:
         """All writes inside commit together or not at all. Nests (savepoints)."""
+
+    @abstractmethod
+    def on_commit(self, name: str, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once the outermost open transaction commits (at once when none
+        is open; never when it rolls back). A later hook of the same ``name`` in the
+        same transaction replaces the earlier one. For caches outside the store (the
+        Redis session cache): they must only ever see committed state."""
 
     @abstractmethod
     def compact(self, *, wait_s: float = 10.0) -> CompactReport:

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConflictError, NotFoundError, ValidationError
+from ...errors import ConflictError, NotFoundError
 from ...user import UserMemory
 from .views import ALL_STATUSES
 
@@ -105,9 +105,6 @@ def plan_session(handle: UserMemory, session_id: str, *, items: bool) -> Erasure
     state = handle.session(session_id)
     if not state.exists:
         raise NotFoundError(f"no session {session_id!r} of this user")
-    if handle.memory.session_manager.sessions.hot_log and state.status != "archived":
-        raise ValidationError("this session's latest turns are still held by the session store "
-                              "(Redis): archive the session first, then forget its turns")
     turns = tuple({"id": m.id, "session_id": m.session_id, "seq": m.seq, "role": m.role.value,
                    "content": m.content or ""} for m in handle.messages(session_id))
     ids = {t["id"] for t in turns}

@@ -207,6 +207,12 @@ class PostgresConnection:
             for hook in hooks.values():
                 hook()
 
+    def on_commit(self, name: str, hook: Callable[[], None]) -> None:
+        if getattr(self._local, "conn", None) is None:
+            hook()
+        else:
+            self._local.after_commit[name] = hook
+
     def _x(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
         with self._conn() as conn:
             try:

@@ -109,6 +109,7 @@ class SQLiteConnection:
         self._lock = threading.RLock()
         self._depth = 0
         self._pending: list[tuple[str, str, object]] = []
+        self._hooks: list[tuple[str, Callable[[], None]]] = []  # on_commit, in order
 
     # -- lifecycle ---------------------------------------------------------------
     def setup(self) -> list[str]:
@@ -198,6 +199,7 @@ class SQLiteConnection:
             outer = self._depth == 0
             savepoint = f"sp{self._depth}"
             mark = len(self._pending)  # mirror changes made inside this block
+            hooks_mark = len(self._hooks)
             self._x("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
             self._depth += 1
             try:
@@ -207,17 +209,29 @@ class SQLiteConnection:
                 if outer:
                     self._conn.rollback()
                     self._pending.clear()
+                    self._hooks.clear()
                 else:
                     self._x(f"ROLLBACK TO {savepoint}")
                     self._x(f"RELEASE {savepoint}")
                     del self._pending[mark:]
+                    del self._hooks[hooks_mark:]
                 raise
             self._depth -= 1
             if outer:
                 self._x("COMMIT")
                 self._after_commit()
+                hooks, self._hooks = dict(self._hooks), []
+                for hook in hooks.values():
+                    hook()
             else:
                 self._x(f"RELEASE {savepoint}")
+
+    def on_commit(self, name: str, hook: Callable[[], None]) -> None:
+        with self._lock:
+            if self._depth == 0:
+                hook()
+            else:
+                self._hooks.append((name, hook))
 
     def _delete_docs(self, scope: Scope, ids: Sequence[str]) -> None:
         """Delete index documents (the index half of the store implements it)."""
