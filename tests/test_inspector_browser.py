@@ -78,7 +78,8 @@ def test_a_person_corrects_undoes_rates_and_forgets(live, browser, tmp_path):
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     _login(page, live, live.key("acme", "end-user", user_id="lin"))
-    assert page.url.endswith("/ui/users/lin")
+    assert page.url.endswith("/ui/users/lin/about")  # the person's own page first
+    page.get_by_role("link", name="Overview", exact=True).click()
     assert page.locator("h1").inner_text().startswith("Overview")
     assert page.locator("td[data-kind='todo']").inner_text() == "1"
     _shot(page, "overview-en", tmp_path)

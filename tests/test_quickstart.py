@@ -74,8 +74,8 @@ def test_the_quickstart_runs_as_written(tmp_path):
     # Lin's first page in the inspector says it, in both languages
     assert report["token"].startswith("msk_")
     english, chinese = report["inspector"]["en-US"], report["inspector"]["zh-CN"]
-    assert "Lisbon" in english and "peanuts" in english
-    assert "Lisbon" in chinese
+    assert "You live in Lisbon" in english and "You are allergic to peanuts" in english
+    assert "我记得的关于你的事" in chinese and "You live in Lisbon" in chinese
     # forgotten: nothing left of Lin
     assert report["after_forget"] == {"items": [], "sessions": []}
     assert "forgot" in forget["output"]

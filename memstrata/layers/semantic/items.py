@@ -13,7 +13,9 @@ and the service refuse the same things with the same words.
 
 from __future__ import annotations
 
+import difflib
 import logging
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
@@ -96,6 +98,36 @@ def check_changes(changes: Mapping[str, Any], limit: int) -> dict[str, Any]:
     return out
 
 
+_PIECES = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|\w+|[^\w\s]|\s+")
+
+
+def follow_value(before: str, after: str, value: str | None) -> str | None:
+    """The slot value ``after`` holds where ``before`` held ``value``: a corrected text
+    ("User lives in Lisbon" → "User lives in Porto") moves its value with it ("Porto").
+    ``value`` when the new text still says it; None when the words that said it are gone
+    without a replacement (a value the text no longer supports is not kept)."""
+    if not value or value.casefold() in after.casefold():
+        return value
+    start = before.casefold().find(value.casefold())
+    if start < 0:
+        return value  # the value was never in the words: nothing to follow
+    old = _PIECES.findall(before)  # words, Chinese characters one by one, spaces, marks
+    new = _PIECES.findall(after)
+    ends = [sum(len(p) for p in old[:i + 1]) for i in range(len(old))]
+    first = next(i for i, end in enumerate(ends) if end > start)
+    last = next(i for i, end in enumerate(ends) if end >= start + len(value))
+    replaced: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        touches = i1 <= last and i2 > first or (op == "insert" and first <= i1 <= last)
+        if op == "equal" or not touches:
+            continue
+        if i1 < first or i2 > last + 1:
+            return None  # the change reaches past the value's words: which part is the value?
+        replaced += new[j1:j2]
+    text = "".join(replaced).strip(" \t\n.,;:!?。，；：！？")
+    return text or None
+
+
 def new_item(scope: Scope, content: Any, *, limit: int, kind: Any = Kind.FACT,
              subject: str | None = None, attribute: str | None = None, value: str | None = None,
              confidence: float = 0.8, importance: float = 0.5, tags: Any = (),
@@ -155,6 +187,9 @@ class ItemWriter:
         with self.store.transaction():
             old = self.store.get_item(scope, item_id)
             _check_version(old, expected_version)
+            if "content" in checked and "value" not in checked and old.value:
+                # a corrected text corrects its slot: the value moves with the words
+                checked["value"] = follow_value(old.content, checked["content"], old.value)
             now = utcnow()
             new = old.evolve(**checked, updated_at=now)
             return self.write(scope, new, old, "edit", actor, reason, now)

@@ -68,7 +68,7 @@ async def login(request: Request) -> Response:
     request.scope["memstrata.principal"] = Principal(key)  # the login is audited
     target = safe_next(form.get("next"))
     if target == "/ui/":
-        target = f"/ui/users/{key.user_id}" if key.role == "end-user" else "/ui/users"
+        target = f"/ui/users/{key.user_id}/about" if key.role == "end-user" else "/ui/users"
     out = RedirectResponse(target, status_code=303, headers=HEADERS)
     out.set_cookie(COOKIE, open_session(svc, key), max_age=SESSION_S, path="/ui", httponly=True,
                    samesite="strict", secure=request.url.scheme == "https")
@@ -94,8 +94,8 @@ def switch_language(to: str, next: str = "/ui/") -> Response:
 
 @router.get("/")
 def home(ui: Page) -> Response:
-    if ui.who.role == "end-user":
-        return RedirectResponse(f"/ui/users/{ui.who.key.user_id}", status_code=303)
+    if ui.who.role == "end-user":  # the person's first page: what is remembered about them
+        return RedirectResponse(f"/ui/users/{ui.who.key.user_id}/about", status_code=303)
     return RedirectResponse("/ui/users", status_code=303)
 
 
@@ -103,6 +103,18 @@ def home(ui: Page) -> Response:
 def users(ui: Page) -> Response:
     data = {"tenant": ui.who.tenant, "users": ui.users()}
     return ui.page("users.html", data, title=ui.t("users"), section="users", rest=("GET /v1/users",))
+
+
+# ---------------------------------------------------------------- the person's page
+
+
+@router.get("/users/{user_id}/about")
+def about(user_id: str, ui: Page) -> Response:
+    """"What do you remember about me?", in sentences, grouped as a person thinks."""
+    data = views.about(ui.user(user_id), ui.lang)
+    return ui.page("about.html", data, title=ui.t("about_title"), user_id=user_id, section="about",
+                   rest=(f"GET /v1/users/{user_id}/items", f"GET /v1/users/{user_id}/sessions"),
+                   extra={"groups": views.ABOUT_GROUPS})
 
 
 # ---------------------------------------------------------------- overview and profile
@@ -183,13 +195,14 @@ def edit_item(user_id: str, item_id: str, change: Change) -> Response:
         tags = tuple(t.strip() for t in form["tags"].replace("，", ",").split(",") if t.strip())
         if tags != current_item.tags:
             changes["tags"] = list(tags)
+    back = safe_next(form.get("next")) if form.get("next") else f"/ui/users/{user_id}/items/{item_id}"
     if not changes:
-        return ui.done(f"/ui/users/{user_id}/items/{item_id}", "saved_ok", current_item.to_dict())
+        return ui.done(back, "saved_ok", current_item.to_dict())
     expected = form.get("expected_version", "")
     updated = handle.update(item_id, actor=f"key:{ui.who.key.id}",
                             reason=form.get("reason", "").strip() or "corrected in the inspector",
                             expected_version=int(expected) if expected.isdigit() else None, **changes)
-    return ui.done(f"/ui/users/{user_id}/items/{item_id}", "saved_ok", updated.to_dict())
+    return ui.done(back, "saved_ok", updated.to_dict())
 
 
 @router.post("/users/{user_id}/items/{item_id}/undo", name="ui.items.undo")
@@ -205,7 +218,8 @@ def undo_item(user_id: str, item_id: str, change: Change) -> Response:
 def feedback_item(user_id: str, item_id: str, change: Change) -> Response:
     ui, form = change
     item = ui.user(user_id, write=True).feedback(item_id, form.get("signal", ""))
-    return ui.done(f"/ui/users/{user_id}/items/{item_id}", "feedback_ok", item.to_dict())
+    back = safe_next(form.get("next")) if form.get("next") else f"/ui/users/{user_id}/items/{item_id}"
+    return ui.done(back, "feedback_ok", item.to_dict())
 
 
 @router.post("/users/{user_id}/items/{item_id}/complete", name="ui.items.complete")

@@ -8,6 +8,7 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from ...errors import NotFoundError, ValidationError
@@ -203,3 +204,106 @@ def session_detail(handle: UserMemory, session_id: str) -> dict[str, Any]:
             "summary": state.summary.to_dict() if state.summary else None,
             "summary_range": [0, state.message_range_end],
             "summary_versions": [v.to_dict() for v in reversed(versions)]}
+
+
+# ---------------------------------------------------------------- the person's page
+
+#: the groups of the person's page, in the order a person thinks of them
+ABOUT_GROUPS = ("me", "people", "likes", "asked")
+_SELF = {None, "", "user", "the user", "用户", "我"}
+_IRREGULAR = {"is": "are", "was": "were", "has": "have", "does": "do"}
+_START = re.compile(r"^(?:The user|User)(?P<own>'s)?\s+(?P<word>[A-Za-z]+)(?P<rest>.*)$", re.S)
+
+
+def _second_person_verb(word: str) -> str:
+    """A third-person-singular verb as "you" says it: lives → live, is → are, studies →
+    study, watches → watch; any other word (can, moved, wants-less forms) as it is."""
+    low = word.lower()
+    if low in _IRREGULAR:
+        return _IRREGULAR[low]
+    if low.endswith("ies") and len(low) > 4:
+        return word[:-3] + "y"
+    if low.endswith(("sses", "shes", "ches", "xes", "zes", "oes")):
+        return word[:-2]
+    if low.endswith("s") and not low.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def second_person(text: str) -> str:
+    """A memory, stored about "User" / "用户", said to the person: "User lives in
+    Lisbon" → "You live in Lisbon", "User's sister …" → "Your sister …", "用户住在里斯本"
+    → "你住在里斯本". Other text is shown as stored."""
+    text = text.strip()
+    if "用户" in text:
+        text = text.replace("用户的", "你的").replace("用户", "你")
+    match = _START.match(text)
+    if match:
+        if match["own"]:
+            text = f"Your {match['word']}{match['rest']}"
+        else:
+            text = f"You {_second_person_verb(match['word'])}{match['rest']}"
+    return re.sub(r"\b(?:the user|user)'s\b", "your", text, flags=re.I)
+
+
+def _day(when: Any, lang: str) -> str:
+    stamp = when if isinstance(when, datetime) else datetime.fromisoformat(str(when))
+    if lang == "zh":
+        return f"{stamp.year}年{stamp.month}月{stamp.day}日"
+    return f"{stamp.day} {stamp:%b %Y}"
+
+
+def _group(item: Any) -> str:
+    if item.kind.value == "preference":
+        return "likes"
+    if item.kind.value in ("instruction", "todo"):
+        return "asked"
+    if (item.subject or "").strip().lower() not in _SELF:
+        return "people"
+    return "me"
+
+
+def about(handle: UserMemory, lang: str, *, limit: int = 200) -> dict[str, Any]:
+    """What the person's first page says: each active memory as a sentence to them,
+    grouped as a person thinks (about me, people in my life, what I like and avoid, what
+    I asked you to do), with when and from which message it was learned and what it
+    replaced; then what we talked about (the sessions' summaries)."""
+    turns: dict[str, dict[str, Message]] = {}
+
+    def turn(session_id: str | None, message_id: str) -> Message | None:
+        if not session_id:
+            return None
+        if session_id not in turns:
+            turns[session_id] = {m.id: m for m in handle.messages(session_id)}
+        return turns[session_id].get(message_id)
+
+    groups: dict[str, list[dict[str, Any]]] = {g: [] for g in ABOUT_GROUPS}
+    for item in handle.list(limit=limit):
+        source = turn(item.source_session_id, item.source_message_ids[0]) if item.source_message_ids else None
+        replaced = None
+        if item.supersedes:
+            try:
+                replaced = second_person(handle.get(item.supersedes).content)
+            except NotFoundError:
+                replaced = None
+        earlier = [str((v.before or {}).get("content")) for v in handle.history(item.id)
+                   if v.op == "edit" and (v.before or {}).get("content")
+                   and (v.before or {}).get("content") != (v.after or {}).get("content")]
+        if earlier and replaced is None:  # what the person corrected it from
+            replaced = second_person(earlier[0])
+        groups[_group(item)].append({
+            "id": item.id, "sentence": second_person(item.content), "content": item.content,
+            "kind": item.kind.value, "when": _day(item.created_at, lang),
+            "source": source.content[:200] if source is not None and source.content else None,
+            "source_role": source.role.value if source is not None else None,
+            "replaced": replaced, "version": item.version})
+    talked = []
+    for info in reversed(handle.sessions()):
+        state = handle.session(info.session_id)
+        if state.summary is None:
+            continue
+        lines = state.summary.render(lang).strip().splitlines()[1:]  # the parts, not the title
+        if lines:
+            talked.append({"session_id": info.session_id, "summary": [ln.lstrip("- ") for ln in lines],
+                           "when": _day(info.updated_at, lang), "messages": info.message_count})
+    return {"user_id": handle.user_id, "groups": groups, "talked": talked[:10]}
