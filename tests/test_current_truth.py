@@ -212,3 +212,17 @@ def test_a_new_plain_statement_does_not_overwrite_an_unrelated_one(e5):
     say(e5, user, "s2", "I play the piano every evening.", at=NEW)
     texts = sorted(i.content for i in active(e5, user))
     assert texts == ["User keeps bees on their roof", "User plays the piano every evening"], texts
+
+
+@pytest.mark.parametrize("first, then, new, old", [
+    ("I go to bed at midnight.", "These days I go to bed at 10 pm.", "10 pm", "midnight"),
+    ("我工作中写Java。", "最近我工作中写Go。", "Go", "Java"),
+])
+def test_a_short_new_value_is_a_change_not_a_restatement(e5, first, then, new, old):
+    """Every word of the old fact is in the new one but the value ("10 pm", "Go"): before,
+    it was taken for the same fact said again and the old value stayed current."""
+    user = f"short-{hash(first) % 10_000}"
+    say(e5, user, "s1", first, at=OLD)
+    say(e5, user, "s2", then, at=NEW)
+    texts = [i.content for i in active(e5, user)]
+    assert any(new in t for t in texts) and not any(old in t for t in texts), texts

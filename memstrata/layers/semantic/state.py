@@ -172,8 +172,11 @@ def anchors(text: str) -> set[str]:
     words: what ties a change to the fact it changes."""
     stripped = _DROP_ZH.sub(" ", _DROP_EN.sub(" ", text))
     stripped = (_CHANGE_ZH.sub(" ", stripped))
-    out = {_stem(w) for w in re.findall(r"[a-z][a-z0-9+#'-]{2,}", stripped.casefold())
-           if w not in _STOP_EN and not _CHANGE_EN.fullmatch(w)}
+    # a value may be short: a capitalised word of two letters ("Go") is an anchor too
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z0-9+#'-]*", stripped)
+             if len(w) >= 3 or (len(w) == 2 and any(c.isupper() for c in w))]
+    out = {_stem(w.casefold()) for w in words
+           if w.casefold() not in _STOP_EN and not _CHANGE_EN.fullmatch(w)}
     for run in re.findall(r"[\u4e00-\u9fff]+", stripped):
         chars = [c for c in run]
         out.update(a + b for a, b in zip(chars, chars[1:]) if a not in _STOP_ZH and b not in _STOP_ZH)
@@ -185,6 +188,10 @@ def anchors(text: str) -> set[str]:
 _CHANGE_WORDS_ZH = re.compile(r"现在|如今|目前|已经|改成|改用|改为|换成|转行|转而|后来|开始|最近|不再")
 _CHANGE_WORDS_EN = re.compile(r"\b(?:now|nowadays|these days|no longer|any ?more|switched|instead|"
                               r"since last \w+)\b", re.I)
+
+
+def _numbers(text: str) -> set[str]:
+    return set(re.findall(r"\d+(?:\.\d+)?", text))
 
 
 def slot_text(text: str) -> str:
@@ -302,8 +309,10 @@ class SlotMatcher:
                 if mine_a & theirs_a and z >= self.anchored_z:
                     return Slotted(item, "state.ended", z)  # "I don't X anymore" ends "I X"
                 continue
-            if mine_a and mine_a <= theirs_a:
-                continue  # says nothing the old one did not: a restatement, not a change
+            # says nothing the old one did not (numbers included: "I go to bed at 10 pm"
+            # is not "… at midnight" again): a restatement, not a change
+            if mine_a and mine_a | _numbers(cand.content) <= theirs_a | _numbers(item.content):
+                continue
             if mine_a & theirs_a and z >= self.anchored_z:
                 return Slotted(item, "state.anchor", z)
             nxt = scored[rank + 1][0] if rank + 1 < len(scored) else -1e9
