@@ -243,6 +243,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("quick_check", True, bool,
             "Run SQLite's PRAGMA quick_check when a store file is opened (and before compact): "
             "a damaged file is a StoreError before anything is written to it"),
+    Setting("durability", "full", str,
+            "What a commit survives: full = an OS crash or power loss too (SQLite "
+            "synchronous=FULL, PostgreSQL synchronous_commit=on); normal = a process crash "
+            "(SQLite synchronous=NORMAL: a power loss may roll back the last commits; "
+            "PostgreSQL: the server's own synchronous_commit). See docs/storage.md",
+            choices=("normal", "full")),
     Setting("read_only", False, bool,
             "Open an SQLite store file read-only: search, list and read work and record no "
             "access counts; a write is a StoreError; no worker runs"),
@@ -332,6 +338,7 @@ class Settings:
     max_query_chars: int = 1000
     quick_check: bool = True
     read_only: bool = False
+    durability: str = "full"
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

@@ -84,7 +84,7 @@ class Memory:
             llm=llm if isinstance(llm, str) else None, **settings)
         self.store = open_store(store if isinstance(store, Store) else s.store,
                                 index_memory_mb=s.index_memory_mb, quick_check=s.quick_check,
-                                read_only=s.read_only or None)
+                                read_only=s.read_only or None, durability=s.durability)
         try:
             self._build(embedder, llm)
         except BaseException:

@@ -93,8 +93,9 @@ class Service:
         """Tokens the upstream reported for a proxied call, into the metrics."""
         if isinstance(usage, dict):
             for kind in ("prompt_tokens", "completion_tokens"):
-                if isinstance(usage.get(kind), int):
-                    self.metrics.upstream_tokens.labels(kind.removesuffix("_tokens")).inc(usage[kind])
+                count = usage.get(kind)
+                if isinstance(count, int) and not isinstance(count, bool) and 0 <= count < 10**12:
+                    self.metrics.upstream_tokens.labels(kind.removesuffix("_tokens")).inc(count)
 
     async def aclose(self) -> None:
         if self._upstream is not None:

@@ -25,10 +25,12 @@ from ..errors import (AuthenticationError, BudgetError, ConfigError, ConflictErr
                       ProviderError, ProviderNotFoundError, ProviderRateLimitError,
                       ProviderTimeoutError, RateLimitError, StoreError, StoreUnavailableError,
                       ValidationError)
+from .observe import Repeats
 
 __all__ = ["STATUS", "status_of", "install", "error_body"]
 
 log = logging.getLogger("memstrata.server")
+_repeats = Repeats(log)
 
 #: Error class -> HTTP status; a subclass not listed takes its nearest listed base's.
 STATUS: dict[type[MemstrataError], int] = {
@@ -96,9 +98,11 @@ def install(app: FastAPI) -> None:
     async def memstrata_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, MemstrataError)
         status = status_of(exc, if_match="if-match" in request.headers)
-        if status >= 500:
-            log.error("%s %s failed: %s: %s", request.method, request.url.path,
-                      type(exc).__name__, exc, exc_info=exc)
+        if status >= 500:  # once with its traceback, then counted (a full disk: every request)
+            route = getattr(request.scope.get("route"), "path", request.url.path)
+            _repeats.log(logging.ERROR, f"{type(exc).__name__} {route}",
+                         "%s %s failed: %s: %s", request.method, request.url.path,
+                         type(exc).__name__, exc, exc=exc)
         headers = {}
         if isinstance(exc, RateLimitError):
             headers["Retry-After"] = str(max(1, round(exc.retry_after)))

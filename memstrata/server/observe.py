@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -80,6 +81,38 @@ class _JobDepth(Collector):
         return [GaugeMetricFamily("memstrata_jobs", "Background jobs by status", labels=["status"])]
 
 
+class Repeats:
+    """A failure that repeats — a full disk, a database gone — is logged once with its
+    traceback, then as one line with a count at its 2nd, 4th, 8th… occurrence and at
+    least once a minute while it lasts; after ``quiet_s`` without it, the next one is a
+    new episode (with its traceback again). Keys name the failure, never its content."""
+
+    def __init__(self, logger: logging.Logger, *, every_s: float = 60.0, quiet_s: float = 600.0) -> None:
+        self.logger = logger
+        self.every_s = every_s
+        self.quiet_s = quiet_s
+        self._seen: dict[str, tuple[int, float, float]] = {}  # key -> count, first, last logged
+        self._lock = threading.Lock()
+
+    def log(self, level: int, key: str, message: str, *args: Any,
+            exc: BaseException | None = None) -> None:
+        now = time.monotonic()
+        with self._lock:
+            count, first, logged = self._seen.get(key, (0, now, 0.0))
+            if count and now - logged > self.quiet_s and now - first > self.quiet_s:
+                count, first = 0, now
+            count += 1
+            due = count == 1 or count & (count - 1) == 0 or now - logged >= self.every_s
+            self._seen[key] = (count, first, now if due else logged)
+        if not due:
+            return
+        if count == 1:
+            self.logger.log(level, message, *args, exc_info=exc)
+        else:
+            self.logger.log(level, message + " (%d times in %.0fs; the traceback was logged the "
+                            "first time)", *args, count, now - first)
+
+
 class Metrics:
     """The service's Prometheus metrics, in a registry of its own (two apps in one
     process do not collide)."""
@@ -104,6 +137,9 @@ class Metrics:
         self.upstream_tokens = Counter("memstrata_proxy_upstream_tokens",
                                        "Tokens the upstream reported for proxied calls", ["kind"],
                                        registry=r)
+        self.proxy_warnings = Counter(
+            "memstrata_proxy_warnings", "Proxied answers passed through although memstrata could "
+            "not read or store all of them, by kind", ["kind"], registry=r)
         r.register(_JobDepth(jobs))
 
     def count_llm(self, record: UsageRecord) -> None:

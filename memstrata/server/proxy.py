@@ -8,11 +8,20 @@ turns), forwards the request — every other field untouched, ``tools`` and ``st
 included — to the ``upstream``, and returns the upstream's answer byte for byte (its
 status too). Once the answer is complete it stores the turn: the messages after the
 request's last assistant message (the new user turn, or the tool results) and the
-answer (content and tool calls). A failed upstream call stores nothing.
+answer (content and tool calls). A failed upstream call (not 2xx: a redirect is no
+success) stores nothing.
 
-Streaming answers are relayed chunk by chunk as they arrive while the deltas are
-accumulated, so the stored answer is the one the caller saw; the stream's last chunk
-is sent once the turn is stored (a stream the upstream breaks off stores nothing).
+The caller always gets what the upstream answered, whatever memstrata makes of it: an
+answer it cannot read (not JSON, no ``choices``, odd types) or cannot store (a value
+memstrata refuses) is passed through unchanged, the user's turn is stored without it,
+and ``memstrata_proxy_warnings{kind}`` counts it. Headers that belong to one hop
+(``Connection`` and the ones it names, ``Keep-Alive``, ``Transfer-Encoding``…) or to the
+upstream's origin (``Set-Cookie``, ``Location``) are not relayed.
+
+Streaming answers are relayed chunk by chunk as they arrive, whatever the chunks hold,
+while the deltas are accumulated, so the stored answer is the one the caller saw; the
+stream's last chunk is sent once the turn is stored (a stream the upstream breaks off
+stores nothing).
 """
 
 from __future__ import annotations
@@ -27,19 +36,35 @@ import httpx
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response, StreamingResponse
 
-from ..errors import (PermissionDeniedError, ProviderError, ProviderTimeoutError, ValidationError)
+from ..errors import (MemstrataError, PermissionDeniedError, ProviderError, ProviderTimeoutError,
+                      ValidationError)
 from ..user import UserMemory
 from .auth import CurrentPrincipal
+from .observe import Repeats
 from .routes.common import Svc
 
 __all__ = ["router", "turn_to_store", "Accumulator"]
 
 log = logging.getLogger("memstrata.proxy")
+_repeats = Repeats(log)
 
 router = APIRouter(tags=["proxy"])
 
 SESSION_HEADER = "x-memstrata-session"
-_DROPPED_HEADERS = {"content-length", "transfer-encoding", "connection", "content-encoding"}
+# hop-by-hop (RFC 9110 §7.6.1), what the relay recomputes (length, encoding: the body
+# is relayed decoded) and what speaks for the upstream's origin, not this service's
+_DROPPED_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive",
+                    "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
+                    "trailer", "trailers", "upgrade", "content-encoding", "set-cookie",
+                    "set-cookie2", "location", "content-location", "refresh"}
+_MAX_LINE = 1 << 20  # a streamed line longer than this is not read (it is still relayed)
+
+
+def relayed_headers(headers: httpx.Headers) -> dict[str, str]:
+    """The upstream's headers that reach the caller."""
+    named = {h.strip().lower() for h in headers.get("connection", "").split(",")}
+    return {k: v for k, v in headers.items()
+            if k.lower() not in _DROPPED_HEADERS and k.lower() not in named}
 
 
 def turn_to_store(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -56,11 +81,17 @@ class Accumulator:
         self.content: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
         self.usage: dict[str, Any] | None = None
+        self.read = 0  # data lines understood
+        self.unreadable = 0  # data lines (or parts of them) that were not
         self._buffer = b""
 
     def feed(self, data: bytes) -> None:
+        """Read what a chunk adds; never raises (what it cannot read, it counts)."""
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
+        if len(self._buffer) > _MAX_LINE:
+            self._buffer = b""
+            self.unreadable += 1
         for line in lines:
             line = line.strip()
             if not line.startswith(b"data:"):
@@ -70,24 +101,38 @@ class Accumulator:
                 continue
             try:
                 chunk = json.loads(payload)
-            except ValueError:
-                continue
-            self.usage = chunk.get("usage") or self.usage
-            for choice in chunk.get("choices") or ():
-                if choice.get("index", 0) == 0:
-                    self._delta(choice.get("delta") or {})
+                if not isinstance(chunk, dict):
+                    raise TypeError("a chunk is an object")
+                usage = chunk.get("usage")
+                self.usage = usage if isinstance(usage, dict) else self.usage
+                choices = chunk.get("choices") or ()
+                for choice in choices if isinstance(choices, list) else ():
+                    if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                        delta = choice.get("delta")
+                        self._delta(delta if isinstance(delta, dict) else {})
+                self.read += 1
+            except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError):
+                self.unreadable += 1
 
     def _delta(self, delta: dict[str, Any]) -> None:
         if isinstance(delta.get("content"), str):
             self.content.append(delta["content"])
-        for call in delta.get("tool_calls") or ():
-            slot = self.calls.setdefault(int(call.get("index", 0)),
-                                         {"id": "", "type": "function",
-                                          "function": {"name": "", "arguments": ""}})
-            slot["id"] = call.get("id") or slot["id"]
-            function = call.get("function") or {}
-            slot["function"]["name"] += function.get("name") or ""
-            slot["function"]["arguments"] += function.get("arguments") or ""
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, dict):
+                raise TypeError("a tool call is an object")
+            index = call.get("index", 0)
+            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 1024:
+                raise TypeError("a tool call's index is a small integer")
+            slot = self.calls.setdefault(index, {"id": "", "type": "function",
+                                                 "function": {"name": "", "arguments": ""}})
+            if isinstance(call.get("id"), str) and call["id"]:
+                slot["id"] = call["id"]
+            function = call.get("function")
+            function = function if isinstance(function, dict) else {}
+            for part in ("name", "arguments"):
+                if isinstance(function.get(part), str):
+                    slot["function"][part] += function[part]
 
     def message(self) -> dict[str, Any]:
         """The assistant message the stream spelled out."""
@@ -99,17 +144,26 @@ class Accumulator:
         return out
 
 
-def _answer(body: dict[str, Any]) -> dict[str, Any] | None:
-    choices = body.get("choices") or []
-    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+def _answer(content: bytes) -> tuple[dict[str, Any] | None, Any]:
+    """The assistant message and the usage of a plain answer, each None when it cannot
+    be read; never raises."""
+    try:
+        body = json.loads(content)
+    except (ValueError, RecursionError):
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    choices = body.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
     if not isinstance(message, dict):
-        return None
+        return None, body.get("usage")
     out: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
     if message.get("tool_calls"):
         out["tool_calls"] = message["tool_calls"]
     elif out["content"] is None:
         out["content"] = ""
-    return out
+    return out, body.get("usage")
 
 
 def _user(request: Request, who: CurrentPrincipal, body: dict[str, Any], header: str) -> str:
@@ -125,10 +179,35 @@ def _user(request: Request, who: CurrentPrincipal, body: dict[str, Any], header:
 
 
 def _store(handle: UserMemory, session_id: str, turn: list[dict[str, Any]],
-           answer: dict[str, Any] | None) -> None:
-    messages = turn + ([answer] if answer is not None else [])
-    if messages:
-        handle.add(messages, session_id)
+           answer: dict[str, Any] | None) -> str | None:
+    """Store the turn and the answer; what memstrata cannot store is left out, never
+    raised: the caller has its answer either way. Returns a warning kind or None."""
+    warning = "unreadable_answer" if answer is None else None
+    if answer is not None:
+        try:
+            handle.add(turn + [answer], session_id)
+            return None
+        except Exception as exc:  # refused (or worse): keep the user's turn at least
+            warning = "unstorable_answer"
+            if not isinstance(exc, MemstrataError):
+                _repeats.log(logging.ERROR, f"answer {type(exc).__name__}", "proxy: storing an "
+                             "answer failed (%s)", type(exc).__name__, exc=exc)
+    if turn:
+        try:
+            handle.add(turn, session_id)
+        except Exception as exc:  # the answer still reaches the caller
+            _repeats.log(logging.WARNING, f"turn {type(exc).__name__}",
+                         "proxy: the user's turn was not stored (%s)", type(exc).__name__,
+                         exc=None if isinstance(exc, MemstrataError) else exc)
+            return "unstored_turn"
+    return warning
+
+
+def _warn(svc: Any, kind: str | None) -> None:
+    if kind is not None:
+        svc.metrics.proxy_warnings.labels(kind).inc()
+        _repeats.log(logging.WARNING, kind, "proxy: an upstream answer was passed through "
+                     "although memstrata could not read or store it all (%s)", kind)
 
 
 @router.post("/v1/chat/completions", name="proxy.chat",
@@ -177,36 +256,44 @@ async def chat_completions(request: Request, who: CurrentPrincipal, svc: Svc,
         raise ProviderError(f"cannot reach the upstream {settings.upstream} ({exc}); is it "
                             "running, and is the upstream setting right?") from exc
     svc.metrics.upstream.labels(str(upstream.status_code), str(stream).lower()).inc()
-    passed = {k: v for k, v in upstream.headers.items() if k.lower() not in _DROPPED_HEADERS}
-    if not stream or upstream.status_code >= 400:
-        content = await upstream.aread() if stream else upstream.content
-        await upstream.aclose()
-        if upstream.status_code < 400:
-            try:
-                parsed = json.loads(content)
-            except ValueError:
-                parsed = None
-            answer = _answer(parsed) if isinstance(parsed, dict) else None
-            svc.count_upstream_usage(parsed.get("usage") if isinstance(parsed, dict) else None)
-            await anyio.to_thread.run_sync(_store, handle, session_id, turn, answer)
+    passed = relayed_headers(upstream.headers)
+    success = 200 <= upstream.status_code < 300
+    if not stream or not success:
+        try:
+            content = await upstream.aread() if stream else upstream.content
+        except httpx.HTTPError as exc:
+            raise ProviderError(f"the upstream {settings.upstream} broke off its answer ({exc})") from exc
+        finally:
+            await upstream.aclose()
+        if success:
+            answer, usage = _answer(content)
+            svc.count_upstream_usage(usage)
+            _warn(svc, await anyio.to_thread.run_sync(_store, handle, session_id, turn, answer))
         return Response(content, status_code=upstream.status_code, headers=passed)
 
     accumulator = Accumulator()
+    # a compressed stream is relayed as it came, with its Content-Encoding, and not read
+    encoded = upstream.headers.get("content-encoding", "identity").strip().lower() != "identity"
+    if encoded:
+        passed["content-encoding"] = upstream.headers["content-encoding"]
 
     async def relay() -> AsyncIterator[bytes]:
         # the last chunk is held back until the turn is stored: a caller that has seen
         # the end of the stream can read its turn back
         held: bytes | None = None
         try:
-            async for chunk in upstream.aiter_raw():
-                accumulator.feed(chunk)
+            async for chunk in upstream.aiter_raw():  # as sent: an encoded stream stays encoded
+                if not encoded:
+                    accumulator.feed(chunk)
                 if held is not None:
                     yield held
                 held = chunk
         finally:
             await upstream.aclose()
         svc.count_upstream_usage(accumulator.usage)
-        await anyio.to_thread.run_sync(_store, handle, session_id, turn, accumulator.message())
+        answer = accumulator.message() if accumulator.read else None
+        warning = await anyio.to_thread.run_sync(_store, handle, session_id, turn, answer)
+        _warn(svc, warning or ("unreadable_chunks" if accumulator.unreadable or encoded else None))
         if held is not None:
             yield held
 

@@ -21,15 +21,16 @@ __all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "open
 
 
 def _sqlite(url: str, index_memory_mb: float | None = None, quick_check: bool | None = None,
-            read_only: bool | None = None) -> Store:
+            read_only: bool | None = None, durability: str | None = None) -> Store:
     from .sqlite import open_sqlite
 
     return open_sqlite(url, index_memory_mb=index_memory_mb, quick_check=quick_check,
-                       read_only=read_only)
+                       read_only=read_only, durability=durability)
 
 
 def _postgres(url: str, index_memory_mb: float | None = None, quick_check: bool | None = None,
-              read_only: bool | None = None) -> Store:  # the server checks its own pages
+              read_only: bool | None = None, durability: str | None = None) -> Store:
+    # the server checks its own pages (no quick_check)
     if read_only:
         raise ConfigError("read_only is for SQLite files; on PostgreSQL connect as a role "
                           "with SELECT rights only")
@@ -38,11 +39,11 @@ def _postgres(url: str, index_memory_mb: float | None = None, quick_check: bool 
     except ImportError as exc:
         raise ConfigError(f"the PostgreSQL backend needs psycopg, psycopg-pool and pgvector "
                           f"({exc.name or exc} is missing): pip install 'memstrata[postgres]'") from exc
-    return open_postgres(url, index_memory_mb=index_memory_mb)
+    return open_postgres(url, index_memory_mb=index_memory_mb, durability=durability)
 
 
 # scheme -> factory; the one table that maps URLs to backends
-BACKENDS: dict[str, Callable[[str, float | None, bool | None, bool | None], Store]] = {
+BACKENDS: dict[str, Callable[[str, float | None, bool | None, bool | None, str | None], Store]] = {
     "sqlite": _sqlite,
     "memory": _sqlite,
     "postgresql": _postgres,
@@ -51,13 +52,15 @@ BACKENDS: dict[str, Callable[[str, float | None, bool | None, bool | None], Stor
 
 
 def open_store(url: "str | Store", *, index_memory_mb: float | None = None,
-               quick_check: bool | None = None, read_only: bool | None = None) -> Store:
+               quick_check: bool | None = None, read_only: bool | None = None,
+               durability: str | None = None) -> Store:
     """Open (and migrate) the store a URL names; a Store passes through unchanged.
 
     ``index_memory_mb`` bounds the store's in-process search index (default: the
     ``index_memory_mb`` setting); ``quick_check`` runs SQLite's ``PRAGMA quick_check``
-    before anything is written, ``read_only`` opens an SQLite file read-only (defaults:
-    the settings)."""
+    before anything is written, ``read_only`` opens an SQLite file read-only,
+    ``durability`` is what a commit survives (``full``: power loss; ``normal``: a process
+    crash) (defaults: the settings)."""
     if isinstance(url, Store):
         return url
     if not isinstance(url, str) or "://" not in url:
@@ -68,7 +71,7 @@ def open_store(url: "str | Store", *, index_memory_mb: float | None = None,
     if factory is None:
         raise ConfigError(f"unknown store scheme {scheme!r} in {url!r}; known: "
                           f"{', '.join(sorted(BACKENDS))}")
-    return factory(url, index_memory_mb, quick_check, read_only)
+    return factory(url, index_memory_mb, quick_check, read_only, durability)
 
 
 def safe_url(url: str) -> str:

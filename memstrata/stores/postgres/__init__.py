@@ -63,13 +63,17 @@ class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, KnowledgeRows, S
         return CompactReport(True, time.monotonic() - start)
 
 
-def open_postgres(url: str, *, index_memory_mb: float | None = None) -> PostgresStore:
+def open_postgres(url: str, *, index_memory_mb: float | None = None,
+                  durability: str | None = None) -> PostgresStore:
     """``postgresql://user:password@host:port/database`` (libpq URL), migrated;
-    ``index_memory_mb`` bounds the in-process search index (default: the setting)."""
-    if index_memory_mb is None:
+    ``index_memory_mb`` bounds the in-process search index, ``durability`` says whether
+    memstrata's connections set ``synchronous_commit=on`` (defaults: the settings)."""
+    if index_memory_mb is None or durability is None:
         from ...config import Settings
 
-        index_memory_mb = Settings.load().index_memory_mb
-    store = PostgresStore(url, index_memory_mb=index_memory_mb)
+        settings = Settings.load()
+        index_memory_mb = settings.index_memory_mb if index_memory_mb is None else index_memory_mb
+        durability = settings.durability if durability is None else durability
+    store = PostgresStore(url, index_memory_mb=index_memory_mb, durability=durability)
     store.setup()
     return store

@@ -116,8 +116,9 @@ class PostgresConnection:
     """The pool, per-thread transactions and migrations; the base of the store."""
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, durability: str = "full") -> None:
         self.url = url
+        self.durability = durability
         self._conninfo = url.replace("postgres://", "postgresql://", 1)
         try:  # fail now, with the reason, rather than as a pool timeout later
             psycopg.connect(self._conninfo, connect_timeout=max(1, int(timeout))).close()
@@ -136,9 +137,10 @@ class PostgresConnection:
         if not getattr(self._local, "unchecked", False):
             ConnectionPool.check_connection(conn)
 
-    @staticmethod
-    def _configure(conn: psycopg.Connection[Any]) -> None:
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute("SET TIME ZONE 'UTC'")  # datetimes come back as SQLite's do
+        if self.durability == "full":  # whatever the server's default: a commit waits for its WAL flush
+            conn.execute("SET synchronous_commit = on")
         try:
             register_vector(conn)
         except psycopg.ProgrammingError:

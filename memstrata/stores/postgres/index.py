@@ -87,8 +87,10 @@ class PostgresIndex(PostgresConnection):
     analyze_min, analyze_ratio = 1000, 0.2
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8,
-                 timeout: float = 10.0, index_memory_mb: float = 512.0) -> None:
-        super().__init__(url, min_size=min_size, max_size=max_size, timeout=timeout)
+                 timeout: float = 10.0, index_memory_mb: float = 512.0,
+                 durability: str = "full") -> None:
+        super().__init__(url, min_size=min_size, max_size=max_size, timeout=timeout,
+                         durability=durability)
         self._mirrors = MirrorCache(int(index_memory_mb * 2**20))
         self._mirror_lock = threading.RLock()
 

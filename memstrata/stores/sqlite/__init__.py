@@ -29,8 +29,10 @@ __all__ = ["SQLiteStore", "open_sqlite"]
 class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, KnowledgeRows, Store):
     """memstrata on one SQLite file or in memory. Open with :func:`open_sqlite`."""
 
-    def __init__(self, path: str, *, index_memory_mb: float = 512.0, read_only: bool = False) -> None:
+    def __init__(self, path: str, *, index_memory_mb: float = 512.0, read_only: bool = False,
+                 durability: str = "full") -> None:
         self.read_only = read_only  # read by the connection as it opens the file
+        self.durability = durability
         super().__init__(path, index_memory_mb=index_memory_mb)
 
     def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
@@ -77,7 +79,8 @@ class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, KnowledgeRows, Store):
 
 
 def open_sqlite(url: str, *, index_memory_mb: float | None = None,
-                quick_check: bool | None = None, read_only: bool | None = None) -> SQLiteStore:
+                quick_check: bool | None = None, read_only: bool | None = None,
+                durability: str | None = None) -> SQLiteStore:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``memory://``;
     ``index_memory_mb`` bounds the in-process search index, ``quick_check`` checks the
     file's pages before anything is written (defaults: the settings). A file that fails
@@ -90,16 +93,18 @@ def open_sqlite(url: str, *, index_memory_mb: float | None = None,
         if not path:
             raise StoreError(f"bad SQLite URL {url!r}; use sqlite:///path/to/file.db")
         path = os.path.expanduser(path)
-    if index_memory_mb is None or quick_check is None or read_only is None:
+    if index_memory_mb is None or quick_check is None or read_only is None or durability is None:
         settings = Settings.load()
         index_memory_mb = settings.index_memory_mb if index_memory_mb is None else index_memory_mb
         quick_check = settings.quick_check if quick_check is None else quick_check
         read_only = settings.read_only if read_only is None else read_only
+        durability = settings.durability if durability is None else durability
     if read_only and (path == ":memory:" or not os.path.exists(path)):
         raise StoreError(f"read_only needs an existing store file, and {path} is none")
     if path != ":memory:" and os.path.exists(path) and os.path.getsize(path) > 0:
         _check_file(path, quick=quick_check)
-    store = SQLiteStore(path, index_memory_mb=index_memory_mb, read_only=read_only)
+    store = SQLiteStore(path, index_memory_mb=index_memory_mb, read_only=read_only,
+                        durability=durability)
     try:
         store.setup()
     except BaseException:

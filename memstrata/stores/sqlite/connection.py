@@ -1,6 +1,7 @@
 """One SQLite connection shared by the caller's threads and the job worker.
 
-* WAL journal, ``synchronous=NORMAL``, a busy timeout so several processes can share a
+* WAL journal, ``synchronous=FULL`` (the ``durability`` setting; ``normal`` gives
+  ``synchronous=NORMAL``), a busy timeout so several processes can share a
   file; explicit ``BEGIN IMMEDIATE`` transactions (nested ones become savepoints).
 * Every statement runs under one lock and is read to the end before the lock is
   released (see :meth:`SQLiteConnection._x`).
@@ -101,7 +102,10 @@ class SQLiteConnection:
             self._conn.row_factory = sqlite3.Row
             if not self.read_only:
                 self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+            # the durability setting: FULL syncs the WAL at every commit (a power loss
+            # keeps it); NORMAL syncs at checkpoints only (a process crash keeps it)
+            full = getattr(self, "durability", "normal") == "full"
+            self._conn.execute(f"PRAGMA synchronous={'FULL' if full else 'NORMAL'}")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
         except sqlite3.Error as exc:
