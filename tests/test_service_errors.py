@@ -103,3 +103,16 @@ def test_the_client_refuses_what_cannot_work_before_any_request():
     with Client("http://127.0.0.1:9", "msk_x") as client, \
             pytest.raises(ValidationError, match="user_id must be a non-empty string"):
         client.user("")
+
+
+def test_an_audit_page_mark_beyond_64_bits_is_a_422_not_a_500():
+    """``before`` is a row seq: a 37-digit number overflowed the database's integer."""
+    with Memory("memory://", embedder="hash:256", worker="off") as memory:
+        app = create_app(memory, ServerSettings(rate_limit=0))
+        token = app.state.service.keys.create("acme", "admin").token
+        client = TestClient(app, raise_server_exceptions=False)
+        got = client.get("/v1/audit", params={"before": "1" + "0" * 36},
+                         headers={"Authorization": f"Bearer {token}"})
+        assert got.status_code == 422 and "before" in got.json()["error"]["message"]
+        assert client.get("/v1/audit", params={"before": str(2**63 - 1)},
+                          headers={"Authorization": f"Bearer {token}"}).status_code == 200

@@ -89,7 +89,7 @@ def revoke_key(key_id: str, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
 @router.get("/audit", response_model=s.AuditPage, tags=["admin"], name="audit.list",
             summary="The audit log: every mutation, newest first")
 def audit(who: CurrentPrincipal, svc: Svc, limit: Limit = None,
-          before: Annotated[int | None, Query(ge=1, description="Entries older than this seq "
+          before: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="Entries older than this seq "
                                                                 "(the previous page's next_before)")] = None,
           user_id: str | None = None, key_id: str | None = None,
           action: Annotated[str | None, Query(description="An action or its prefix: items, "
