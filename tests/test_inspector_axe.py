@@ -1,7 +1,8 @@
 """Every inspector page, in English and in Chinese, scanned in Chromium by axe-core (the
 npm package, pinned in tests/browser/package-lock.json, installed by scripts/test with
 ``npm ci --prefix tests/browser`` and injected by this test): 0 serious or critical
-violations."""
+violations. With ``MEMSTRATA_SCREENSHOTS=1`` it writes the screenshot of each page in each
+language that docs/inspector.md shows."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ def live(tmp_path_factory):
     memory.close()
 
 
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "images"
+#: the page names of docs/inspector.md's screenshot table, in its order
+NAMES = ("login", "users", "about", "overview", "items", "item", "item-forget", "search", "sessions",
+         "session", "session-forget", "kb", "ops")
+
+
 def _pages(live, made) -> list[str]:
     user, item = made.user, made.item["id"]
     return ["/ui/users", f"/ui/users/{user}/about", f"/ui/users/{user}", f"/ui/users/{user}/items",
@@ -41,6 +48,14 @@ def _pages(live, made) -> list[str]:
             f"/ui/users/{user}/search?q=Go", f"/ui/users/{user}/sessions",
             f"/ui/users/{user}/sessions/{made.session_id}", f"/ui/users/{user}/sessions/{made.session_id}/forget",
             "/ui/kb", "/ui/ops"]
+
+
+def test_docs_show_every_page_in_both_languages():
+    doc = (DOCS.parent / "inspector.md").read_text()
+    for name in NAMES:
+        for lang in ("en", "zh"):
+            assert f"images/page-{name}-{lang}.png" in doc, (name, lang)
+            assert (DOCS / f"page-{name}-{lang}.png").exists(), (name, lang)
 
 
 def test_no_serious_violations_on_any_page_in_either_language(live):
@@ -65,9 +80,11 @@ def test_no_serious_violations_on_any_page_in_either_language(live):
             page = context.new_page()
             page.goto(f"{live.url}/ui/login")
             page.fill("#key", token)
-            for path in ["/ui/login"] + _pages(live, made):
+            for name, path in zip(NAMES, ["/ui/login"] + _pages(live, made), strict=True):
                 if path != "/ui/login":
                     page.goto(live.url + path)
+                if os.environ.get("MEMSTRATA_SCREENSHOTS"):  # docs/inspector.md's table
+                    page.screenshot(path=str(DOCS / f"page-{name}-{locale[:2]}.png"))
                 page.add_script_tag(path=str(AXE))
                 result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
                 bad = [f"{v['id']} ({v['impact']}): {v['help']} — {[n['target'] for n in v['nodes']][:3]}"
