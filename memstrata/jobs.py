@@ -31,7 +31,7 @@ from datetime import datetime
 
 from .errors import ConflictError, JobError, MemstrataError
 from .stores.base import Job, JobQueue
-from .stores.policy import UNFINISHED
+from .stores.policy import UNFINISHED, Rerun
 
 __all__ = ["Worker", "Handler", "Periodic", "UNFINISHED", "wait_for"]
 
@@ -43,6 +43,9 @@ Handler = Callable[[Job], None]
 
 
 _MAX_BACKOFF_S = 30.0
+#: Times a job runs again at once when a forget of its user committed while it ran
+#: (after that it fails this attempt, and is retried like any failure).
+_RERUNS = 5
 
 
 @dataclass
@@ -131,7 +134,13 @@ class Worker:
             if handler is None:
                 raise JobError(f"no handler for job kind {job.kind!r} (written by a newer "
                                f"memstrata?); known: {', '.join(sorted(self.handlers))}")
-            handler(job)
+            for rerun in range(_RERUNS + 1):
+                try:
+                    handler(job)
+                    break
+                except Rerun as exc:  # a forget of the user committed while it ran: again, at once
+                    if rerun == _RERUNS:  # a failed attempt (retried later), not a lost job
+                        raise JobError(f"{exc} ({_RERUNS} times in a row)") from exc
             log.info("job %s (%s of %r) done in %.3fs, attempt %d", job.id, job.kind,
                      job.user_id, time.monotonic() - started, job.attempts)
         except ConflictError as exc:

@@ -222,7 +222,9 @@ class Memory:
     def _run_summary(self, job: Job) -> None:
         # Idempotent without a shared transaction: the step saves against the persisted
         # message_range_end, so a rerun after a crash finds nothing due.
-        self.session_manager.summarise(job.scope, job.payload["session_id"])
+        seen = self.forgetter.epoch(job.scope)  # before it reads a turn: see Forgetter.unchanged
+        self.session_manager.summarise(job.scope, job.payload["session_id"],
+                                       guard=lambda: self.forgetter.unchanged(job.scope, seen))
         with self.store.transaction():
             self.store.finish_job(job)
 

@@ -328,7 +328,8 @@ def test_the_rest_twins_of_forgetting_and_the_timeline(live):
     plan = api.get("/v1/users/ida/sessions/s1/erasure", params={"items": True}).json()
     r = api.delete("/v1/users/ida/sessions/s1/messages", params={"items": True, "digest": plan["digest"]})
     assert r.status_code == 200 and r.json() == {"items": len(plan["items"]), "turns": 5,
-                                                 "summaries": len(plan["summaries"])}
+                                                 "summaries": len(plan["summaries"]),
+                                                 "shrunk": len(plan["shrunk"])}
     assert api.get("/v1/users/ida/sessions/s1/messages").json()["data"] == []
     left = {i["id"] for i in api.get("/v1/users/ida/items", params={"status": ["active", "done"]}).json()["data"]}
     assert not left & {i["id"] for i in plan["items"]} and made.item["id"] in left  # not from s1
@@ -404,6 +405,6 @@ def test_summary_versions_on_the_session_page_and_forgotten_with_the_turns(live)
         plan = api.get("/v1/users/eve/sessions/trip/erasure").json()
         assert [s["session_id"] for s in plan["summaries"]] == ["trip"]
         assert api.delete("/v1/users/eve/sessions/trip/messages", params={"digest": plan["digest"]}).json() \
-            == {"items": 0, "turns": 12, "summaries": 1}
+            == {"items": 0, "turns": 12, "summaries": 1, "shrunk": 0}
         assert api.get("/v1/users/eve/sessions/trip/summaries").json()["data"] == []
         assert api.get("/v1/users/eve/sessions/trip").json()["summary"]["goal"] == ""

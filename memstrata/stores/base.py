@@ -367,6 +367,14 @@ class Lifecycle(Protocol):
         Redis session cache): they must only ever see committed state."""
 
     @abstractmethod
+    def lock_user(self, scope: Scope) -> None:
+        """Inside a transaction: hold ``scope``'s write lock until the transaction ends,
+        so a forget and a background job's writes of one user take turns and each reads
+        what the other committed (SQLite: the transaction's own write lock — ``BEGIN
+        IMMEDIATE`` — already serialises every writer, so nothing more; PostgreSQL: a
+        transaction-level advisory lock on the scope)."""
+
+    @abstractmethod
     def compact(self, *, wait_s: float = 10.0) -> CompactReport:
         """Reclaim the space of deleted rows so their bytes leave the files
         (SQLite: FTS5 optimize, VACUUM, then a WAL checkpoint that truncates the

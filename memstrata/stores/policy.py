@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..errors import ConflictError, NotFoundError, StoreError, ValidationError
 from ..types import Filters, MemoryItem, Scope, Status
 
-__all__ = ["unstorable", "abandoned", "newer_schema", "damaged",
+__all__ = ["Rerun", "unstorable", "abandoned", "newer_schema", "damaged",
            "JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
            "check_owner", "session_conflict", "message_id_taken", "visible_by_default",
            "default_mask", "SESSION_STATUSES"]
@@ -21,6 +21,12 @@ JOB_STATUSES = ("pending", "running", "done", "failed")
 UNFINISHED = ("pending", "running")
 #: A session's life: open → closed → archived (a write opens it again).
 SESSION_STATUSES = ("open", "closed", "archived")
+
+
+class Rerun(ConflictError):
+    """A job's inputs changed under it — a forget of its user committed after the job
+    read them — so what it computed may quote forgotten words: the worker runs it again
+    from the start (its transaction rolled back; no attempt is counted)."""
 
 
 def job_outcome(attempts: int, max_attempts: int, error: str | None) -> str:

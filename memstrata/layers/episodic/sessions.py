@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ...errors import ConflictError
 from ...sessions.base import SessionState, SessionStore
+from ...stores.policy import Rerun
 from ...types import Message, Scope, StructuredSummary
 from .summary import DEFAULT_EVERY_N, ExtractiveSummariser, Summariser, plan_incremental
 
@@ -91,9 +93,12 @@ class SessionManager:
                 attempt += 1
                 self._retry(attempt)
 
-    def summarise(self, scope: Scope, session_id: str, *, force: bool = False) -> SessionState:
+    def summarise(self, scope: Scope, session_id: str, *, force: bool = False,
+                  guard: Callable[[], AbstractContextManager[None]] | None = None) -> SessionState:
         """One incremental summary step; a no-op unless ``every_n`` messages are new
-        (or, with ``force``, any are)."""
+        (or, with ``force``, any are). ``guard()``, when given, is entered around the save
+        (the summarise job's: the save happens only if no turn of the user was forgotten
+        since the step read them)."""
         state = self.sessions.load(scope, session_id)
         if state.message_count - state.message_range_end < (1 if force else self.every_n):
             return state
@@ -106,8 +111,11 @@ class SessionManager:
         attempt = 0
         while True:
             try:
-                return self.sessions.save_summary(scope, session_id, summary, range_end,
-                                                  state.version)
+                with guard() if guard is not None else nullcontext():
+                    return self.sessions.save_summary(scope, session_id, summary, range_end,
+                                                      state.version)
+            except Rerun:
+                raise  # the turns it read changed: the job starts over
             except ConflictError:
                 attempt += 1
                 fresh = self.sessions.load(scope, session_id)

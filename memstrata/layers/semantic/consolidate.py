@@ -83,6 +83,7 @@ class Consolidator:
         """Consolidate the payload's ``session_id`` once per summary version."""
         scope, sid = job.scope, str(job.payload["session_id"])
         store = self.pipeline.store
+        seen = self.pipeline.forgetter.epoch(scope)  # before the reads: see Forgetter.unchanged
         state = self.sessions.load(scope, sid)
         summary = state.summary
         marker = str(summary.version) if summary is not None else "none"
@@ -109,7 +110,7 @@ class Consolidator:
                 scope, [digest], [digest], distilled)).long_term
                 if c.attribute not in ("notes", "events")]
         now = utcnow()
-        with store.transaction():
+        with self.pipeline.forgetter.unchanged(scope, seen):
             # read again under the write lock: a forget that committed since the reads
             # above rebuilt the summary and deleted items this text may still quote
             if self.sessions.load(scope, sid).summary != summary:

@@ -7,13 +7,24 @@ the files at the next ``compact()``, which ``forget_user`` runs itself.
 
 Every call returns a :class:`ForgetReport`: what was removed, per store (counts only,
 never content).
+
+**Linearisable with the background jobs.** A forget runs in one transaction that holds
+the user's write lock (``store.lock_user``) and reads what it erases under it, and it
+sets the user's *forget epoch* (a random value in the meta table, under a hashed key).
+A job reads the epoch before it reads anything, and writes in :meth:`Forgetter.unchanged`
+— its transaction under the same lock, which checks the epoch again: when a forget
+committed in between, :class:`~memstrata.stores.policy.Rerun` rolls the job back and the
+worker runs it again on what is left. Either the job commits first (the forget then sees
+and erases what it wrote) or the forget does (the job starts over without the words).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,6 +34,7 @@ from ...retrieval.indexer import Indexer
 from ...sessions.base import SessionStore
 from ...stores.base import (AdminStore, CompactReport, ItemStore, JobQueue, Lifecycle, MessageLog, MetaStore,
                             SessionRows, VectorCache)
+from ...stores.policy import Rerun
 from ...types import Filters, Kind, Message, Role, Scope, Status
 from .consolidate import consolidated_key, stage_attribute
 from .profiles import Profiles
@@ -36,6 +48,12 @@ _EVERY_STATUS = Filters(statuses=tuple(Status))
 class _ForgetBackend(ItemStore, MessageLog, SessionRows, VectorCache, Lifecycle, JobQueue, MetaStore,
                      AdminStore, Protocol):
     """What forgetting needs of a store."""
+
+
+def epoch_key(scope: Scope) -> str:
+    """The meta key of a user's forget epoch; hashed, so it names no user."""
+    raw = f"{scope.namespace}\x00{scope.user_id}".encode()
+    return f"forget-epoch:{hashlib.sha256(raw).hexdigest()[:32]}"
 
 
 def _hashes(texts: set[str]) -> list[str]:
@@ -128,6 +146,32 @@ class Forgetter:
         self.rebuild_summary = rebuild_summary
         self.compact_wait_s = compact_wait_s
 
+    # -- the user's write lock, shared with the jobs --------------------------------------
+    def epoch(self, scope: Scope) -> str:
+        """The user's forget epoch: changes with every forget of theirs."""
+        return self.store.get_meta(epoch_key(scope)) or ""
+
+    @contextmanager
+    def unchanged(self, scope: Scope, seen: str) -> Iterator[None]:
+        """A transaction under the user's write lock in which nothing of theirs was
+        forgotten since the epoch ``seen`` was read (before the caller read its inputs);
+        :class:`Rerun` (the transaction rolled back) when something was."""
+        with self.store.transaction():
+            self.store.lock_user(scope)
+            if self.epoch(scope) != seen:
+                raise Rerun(f"a forget of {scope.user_id!r} committed while this job ran; "
+                            "running it again on what is left")
+            yield
+
+    @contextmanager
+    def exclusive(self, scope: Scope) -> Iterator[None]:
+        """The transaction a forget runs in: the user's write lock, a new epoch (every
+        job of the user that read before it starts over). Read what to erase inside."""
+        with self.store.transaction():
+            self.store.lock_user(scope)
+            self.store.set_meta(epoch_key(scope), uuid.uuid4().hex)
+            yield
+
     def _report(self, scope: Scope) -> ForgetReport:
         backend = "main store" if self.sessions is None or not self.sessions.hot_log \
             else self.sessions.url.split(":", 1)[0]
@@ -174,7 +218,7 @@ class Forgetter:
         texts: set[str] = set()
         sources: set[str] = set()
         sessions: set[str] = set()
-        with self.store.transaction():
+        with self.exclusive(scope):
             for item_id in item_ids:
                 texts |= self._item_texts(scope, item_id, sources, sessions)
                 self.store.delete_item(scope, item_id)
@@ -202,7 +246,7 @@ class Forgetter:
         report = self._report(scope)
         ids = set(message_ids)
         if ids:
-            with self.store.transaction():
+            with self.exclusive(scope):
                 self._forget_messages(scope, ids, report)
             log.info("forgot %d turn(s) of %r: %s", report.turns, scope.user_id, report)
         return report
@@ -257,18 +301,21 @@ class Forgetter:
         included — then compaction so the bytes leave the files."""
         report = self._report(scope)
         texts: set[str] = set()
-        items = self.store.list_items(scope, _EVERY_STATUS, limit=10**9)
-        for item in items:
-            texts |= self._item_texts(scope, item.id, set())
-        report.items = len(items)
-        if messages:
-            for session_id in self._session_ids(scope):
-                turns = [m for m in self._messages(scope, session_id) if m.role is not Role.SYSTEM]
-                texts.update(m.text for m in turns)
-                texts.update(window_texts(turns, i)[3] for i in range(len(turns)))
-                report.turns += len(turns)
-        with self.store.transaction():
+        with self.exclusive(scope):
+            items = self.store.list_items(scope, _EVERY_STATUS, limit=10**9)
+            for item in items:
+                texts |= self._item_texts(scope, item.id, set())
+            report.items = len(items)
+            if messages:
+                for session_id in self._session_ids(scope):
+                    turns = [m for m in self._messages(scope, session_id) if m.role is not Role.SYSTEM]
+                    texts.update(m.text for m in turns)
+                    texts.update(window_texts(turns, i)[3] for i in range(len(turns)))
+                    report.turns += len(turns)
             self.store.delete_user(scope, messages=messages)
+            # after delete_user, which may clear the user's meta: a job that read before
+            # this forget must still find the epoch changed
+            self.store.set_meta(epoch_key(scope), uuid.uuid4().hex)
             report.profile = self.profiles.blank(scope)
             hashes = _hashes(texts)
             self.store.forget_vectors(self.embedder.name, hashes)

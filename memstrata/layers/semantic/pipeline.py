@@ -155,6 +155,7 @@ class Pipeline:
         bare correction ("不是上海，是北京") edits the slot that held the wrong value.
         """
         scope = job.scope
+        seen = self.forgetter.epoch(scope)  # before reading a turn: see Forgetter.unchanged
         sid, lo, hi = job.payload["session_id"], int(job.payload["from_seq"]), int(job.payload["to_seq"])
         start = max(0, lo - self.config.window)
         messages = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
@@ -192,7 +193,9 @@ class Pipeline:
         # band judgments before the transaction: no LLM call while holding the write lock
         verdicts = self._prejudge(scope, keep, vectors) if self.extractor is not None and keep else {}
         result: dict[str, Any] = {"candidates": len(candidates), "kept": len(keep)}
-        with self.store.transaction():
+        # under the user's write lock, and only if none of their turns was forgotten since
+        # they were read (else Rerun: the worker runs the job again on what is left)
+        with self.forgetter.unchanged(scope, seen):
             hits = [self.store.vector_search(scope, vector, _SEMANTIC, self.config.neighbours)
                     for vector in (vectors if vectors is not None else ())]
             gone_turns = 0
@@ -444,6 +447,7 @@ class Pipeline:
         changed: list[str] = []
         for scope in scopes:
             with self.store.transaction():
+                self.store.lock_user(scope)
                 (d, r, e), ids = self._maintain_scope(scope, now)
             deactivated, reweighted, evicted = deactivated + d, reweighted + r, evicted + e
             changed += ids
@@ -479,6 +483,7 @@ class Pipeline:
         Running it again changes nothing: decay at the same instant is a fixed point."""
         now = datetime.fromisoformat(job.payload["now"]) if job.payload.get("now") else utcnow()
         with self.store.transaction():
+            self.store.lock_user(job.scope)  # reads and writes after any forget, or before it
             counts, _ = self._maintain_scope(job.scope, now)
             self.store.finish_job(job)
         log.debug("job %s: maintain %s -> %s", job.id, job.scope, counts)
@@ -487,5 +492,6 @@ class Pipeline:
         """Apply one ``profile`` job: re-aggregate the user's core profile and store the
         snapshot :meth:`cached_profile` reads, with ``finish_job`` in one transaction."""
         with self.store.transaction():
+            self.store.lock_user(job.scope)  # reads and writes after any forget, or before it
             self.profiles.refresh(job.scope)
             self.store.finish_job(job)

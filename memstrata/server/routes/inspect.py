@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import Field
 
 from ..schemas import JsonObject, _Out
-from ..ui.erase import erase, plan_item, plan_session
+from ..ui.erase import erase_session, plan_item, plan_session
 from ..ui.views import timeline
 from .common import CurrentPrincipal, Svc, UserId
 
@@ -42,10 +43,19 @@ class ErasedSummaryOut(_Out):
     message_range_end: int
 
 
+class ShrunkItemOut(_Out):
+    id: str
+    kind: str
+    content: str
+    sources: dict[str, str] = Field(description="The sources it keeps: message id -> session id")
+
+
 class ErasureOut(_Out):
     items: list[ErasedItemOut]
     turns: list[ErasedTurnOut]
     summaries: list[ErasedSummaryOut]
+    shrunk: list[ShrunkItemOut] = Field(description="Items the turns stated that other sessions "
+                                                    "state too: kept, their sources shrink")
     session_id: str | None
     with_turns: bool
     with_items: bool
@@ -56,6 +66,7 @@ class ErasedOut(_Out):
     items: int
     turns: int
     summaries: int
+    shrunk: int
 
 
 class SummaryVersionOut(_Out):
@@ -123,10 +134,9 @@ def forget_session(user_id: UserId, session_id: str, who: CurrentPrincipal, svc:
     """Every raw turn of the session — rows, index entries, cached vectors — and the
     summary written from them (rebuilt from what remains: nothing); with ``items`` the
     memory items extracted from them too. The session row stays, with no messages."""
-    handle = who.user(svc, user_id, write=True)
-    plan = plan_session(handle, session_id, items=items)
-    plan.check(digest)
-    return erase(handle, plan)
+    # planned and erased under the user's write lock: an extraction of these turns that
+    # commits meanwhile is either in the plan or starts over without them
+    return erase_session(who.user(svc, user_id, write=True), session_id, items=items, digest=digest)
 
 
 @router.get("/sessions/{session_id}/summaries", response_model=SummaryVersionsOut, tags=["sessions"],

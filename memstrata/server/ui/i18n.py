@@ -105,6 +105,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "erase_items": ("Memory items", "记忆条目"),
     "erase_versions": ("versions", "个版本"),
     "erase_turns": ("Conversation turns", "对话消息"),
+    "erase_shrunk": ("Kept: other sessions say it too (only those remain its source)",
+                     "保留：其他会话也说过（来源只剩那些会话）"),
     "erase_summaries": ("Session summaries (cleared, then rebuilt from the turns that remain)",
                         "会话摘要（清空后用剩余对话重建）"),
     "kept_note": ("Kept", "保留"),

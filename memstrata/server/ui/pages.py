@@ -16,7 +16,7 @@ from ..auth import Principal, service
 from ..keys import Keys
 from . import views
 from .base import HEADERS, STATIC, Ui, UiRoute, anonymous, changing, current, read_form, safe_next
-from .erase import Erasure, erase, plan_item, plan_session
+from .erase import Erasure, erase_item, erase_session, plan_item, plan_session
 from .i18n import LANGUAGES
 from .session import COOKIE, SESSION_S, check_origin, open_session
 
@@ -248,10 +248,8 @@ def forget_item_page(user_id: str, item_id: str, ui: Page, turns: bool = False) 
 @router.post("/users/{user_id}/items/{item_id}/forget", name="ui.items.forget")
 def forget_item(user_id: str, item_id: str, change: Change) -> Response:
     ui, form = change
-    handle = ui.user(user_id, write=True)
-    plan = plan_item(handle, item_id, turns=form.get("turns") in ("1", "true", "on"))
-    plan.check(form.get("digest", ""))
-    counts = erase(handle, plan)
+    counts = erase_item(ui.user(user_id, write=True), item_id,
+                        turns=form.get("turns") in ("1", "true", "on"), digest=form.get("digest", ""))
     return ui.done(f"/ui/users/{user_id}/items", "forgotten_ok", counts)
 
 
@@ -336,8 +334,6 @@ def forget_session_page(user_id: str, session_id: str, ui: Page, items: bool = F
 @router.post("/users/{user_id}/sessions/{session_id}/forget", name="ui.sessions.forget")
 def forget_session(user_id: str, session_id: str, change: Change) -> Response:
     ui, form = change
-    handle = ui.user(user_id, write=True)
-    plan = plan_session(handle, session_id, items=form.get("items") in ("1", "true", "on"))
-    plan.check(form.get("digest", ""))
-    counts = erase(handle, plan)
+    counts = erase_session(ui.user(user_id, write=True), session_id,
+                           items=form.get("items") in ("1", "true", "on"), digest=form.get("digest", ""))
     return ui.done(f"/ui/users/{user_id}/sessions/{session_id}", "forgotten_ok", counts)

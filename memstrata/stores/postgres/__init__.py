@@ -7,12 +7,14 @@ and usage; ``index`` the documents, their change log and the in-process search m
 
 from __future__ import annotations
 
+import hashlib
 import time
 from datetime import datetime
 from typing import Any
 
 import psycopg
 
+from ...errors import StoreError
 from ...types import Scope
 from ..base import CompactReport, Store
 from ..knowledge import KnowledgeRows, kb_scope
@@ -23,12 +25,24 @@ from .rows import PostgresRows
 
 __all__ = ["PostgresStore", "open_postgres"]
 
+_LOCK_USER_CLASS = 72_617  # advisory lock class of a user's write lock (lock_user)
+
 
 class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, KnowledgeRows, Store):
     """memstrata on PostgreSQL with pgvector. Open with :func:`open_postgres`."""
 
     # the knowledge-base rows' dialect (see memstrata.stores.knowledge.KnowledgeRows)
     _placeholder = "%s"
+
+    def lock_user(self, scope: Scope) -> None:
+        if getattr(self._local, "conn", None) is None:
+            raise StoreError("lock_user() outside a transaction: it holds the lock until the "
+                             "transaction ends, so call it inside `with store.transaction():`")
+        # two int4 keys: a space apart from the single-bigint keys of the other locks; two
+        # users whose ids hash alike only take turns more often than they need to
+        digest = hashlib.sha256(f"{scope.namespace}\x00{scope.user_id}".encode()).digest()
+        self._x("SELECT pg_advisory_xact_lock(%s, %s)",
+                (_LOCK_USER_CLASS, int.from_bytes(digest[:4], "big", signed=True)))
 
     def _time_in(self, value: datetime | None) -> Any:
         return value

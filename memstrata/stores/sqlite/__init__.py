@@ -43,6 +43,15 @@ class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, KnowledgeRows, Store):
             if messages:  # the private knowledge base's index rows and log, keyed by its scope
                 self._delete_scope_docs(kb_scope(scope.namespace, scope.user_id), semantic_only=False)
 
+    def lock_user(self, scope: Scope) -> None:
+        # BEGIN IMMEDIATE took the database's write lock (and self._lock the process's):
+        # one writer at a time already, and a transaction reads what committed before it
+        with self._lock:
+            outside = self._depth == 0
+        if outside:
+            raise StoreError("lock_user() outside a transaction: it holds the lock until the "
+                             "transaction ends, so call it inside `with store.transaction():`")
+
     def quick_check(self) -> None:
         """``PRAGMA quick_check``: a StoreError naming the first problems when the file's
         pages are damaged (before anything is written to it)."""
