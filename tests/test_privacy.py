@@ -23,8 +23,8 @@ from pgserver_fixture import pg_server, pg_url  # noqa: F401  (fixtures)
 
 from memstrata import Memory
 from memstrata.errors import StoreError
-from memstrata.providers.embedders import content_hash
 from memstrata.retrieval.documents import window_texts
+from memstrata.retrieval.indexer import cache_key
 from memstrata.stores.knowledge import kb_scope
 from memstrata.types import Filters, Role
 
@@ -261,8 +261,8 @@ def test_the_next_turn_is_re_embedded_without_the_forgotten_one(tmp_path):
         report = m.forgetter.forget_turns_report(lin.scope, [secret.id])
         assert (report.turns, report.reembedded) == (1, 1)
         name = m.embedder.name
-        assert m.store.cached_vectors(name, [content_hash(old_dense, "passage"),
-                                             content_hash(secret.text, "passage")]) == {}
+        assert m.store.cached_vectors(name, [cache_key(lin.scope, old_dense),
+                                             cache_key(lin.scope, secret.text)]) == {}
         fresh = m.embedder.embed([after.text], kind="passage")[0]
         [(best, score)] = m.store.vector_search(lin.scope, np.asarray(fresh), Filters(), 1)
         assert best == after.id and score == pytest.approx(1.0, abs=1e-3)

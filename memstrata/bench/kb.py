@@ -35,8 +35,12 @@ from ..knowledge.parse import parse
 from ..providers.embedders import parse_embedder
 from ..retrieval.documents import chunk_texts
 from ..retrieval.indexer import embed_cached
+from ..types import Scope
 from .common import bench_memory
 from .embedding_cache import DiskCachedEmbedder
+
+# the store-cache partition of the benchmark's questions (one reader asks them all)
+_QUESTIONS = Scope("bench-questions", "bench")
 
 __all__ = ["run_kb", "render", "parse_strategy", "SYSTEM_OPTIONS"]
 
@@ -127,7 +131,8 @@ def _query_vectors(memory: Any, questions: list[str], progress: bool, name: str)
     out = []
     for i in tqdm(range(0, len(questions), batch), desc=f"embedding questions {name}",
                   disable=not progress, leave=False):
-        out.append(embed_cached(memory.store, memory.embedder, questions[i:i + batch], kind="query"))
+        out.append(embed_cached(memory.store, memory.embedder, _QUESTIONS,
+                                questions[i:i + batch], kind="query"))
     return np.concatenate(out) if out else np.zeros((0, memory.embedder.dim), dtype=np.float32)
 
 

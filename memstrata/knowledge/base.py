@@ -25,9 +25,9 @@ from tqdm import tqdm
 
 from ..config import Settings
 from ..errors import ValidationError
-from ..providers.embedders import Embedder, content_hash
+from ..providers.embedders import Embedder
 from ..retrieval.documents import chunk_texts
-from ..retrieval.indexer import Indexer, embed_cached
+from ..retrieval.indexer import Indexer, cache_key, embed_cached
 from ..retrieval.request import SearchRequest
 from ..retrieval.search import Mode, Retriever
 from ..stores.base import Store
@@ -180,15 +180,16 @@ class KnowledgeBase:
                     existing=before, existing_chunks=chunks, others=others, same_text_chunks=same,
                     duplicates=duplicates)
 
-    def embed_plans(self, plans: Sequence[Plan], *, progress: bool = False) -> int:
-        """Embed the new chunks of ``plans`` into the vector cache, in batches, with a
-        progress bar; returns how many chunks. Writing them then costs no embedding."""
+    def embed_plans(self, kb: Scope, plans: Sequence[Plan], *, progress: bool = False) -> int:
+        """Embed the new chunks of ``plans`` into knowledge base ``kb``'s partition of the
+        vector cache, in batches, with a progress bar; returns how many chunks. Writing
+        them then costs no embedding."""
         texts = [chunk_texts(c.text, c.title, c.heading_path)[3] for p in plans for c in p.embed]
         batch = max(1, self.settings.embed_batch)
         with tqdm(total=len(texts), desc="embedding chunks", unit="chunk",
                   disable=not progress or not texts, leave=False) as bar:
             for start in range(0, len(texts), batch):
-                embed_cached(self.store, self.embedder, texts[start:start + batch])
+                embed_cached(self.store, self.embedder, kb, texts[start:start + batch])
                 bar.update(len(texts[start:start + batch]))
         return len(texts)
 
@@ -205,14 +206,14 @@ class KnowledgeBase:
                 self.indexer.index_chunks(kb, draft.embed)
             if draft.reindex:
                 self.indexer.index_chunks(kb, draft.reindex, vectors=False)
-        self._forget_vectors([c for c in gone if c.id not in {x.id for x in draft.chunks}])
+        self._forget_vectors(kb, [c for c in gone if c.id not in {x.id for x in draft.chunks}])
         log.info("knowledge %s %r: %d chunks (%d new, %d removed, %d kept)", draft.result.status,
                  draft.result.doc_id, draft.result.chunks, draft.result.added,
                  draft.result.removed, draft.result.kept)
         return draft.result
 
-    def _forget_vectors(self, chunks: Iterable[KnowledgeChunk]) -> None:
-        hashes = sorted({content_hash(chunk_texts(c.text, c.title, c.heading_path)[3], "passage")
+    def _forget_vectors(self, kb: Scope, chunks: Iterable[KnowledgeChunk]) -> None:
+        hashes = sorted({cache_key(kb, chunk_texts(c.text, c.title, c.heading_path)[3])
                          for c in chunks})
         if hashes:
             self.store.forget_vectors(self.embedder.name, hashes)
@@ -224,7 +225,7 @@ class KnowledgeBase:
         leave the file at the next :meth:`memstrata.Memory.compact`."""
         _check_kb(kb)
         deleted = self.store.delete_knowledge_document(kb, doc_id)
-        self._forget_vectors(deleted)
+        self._forget_vectors(kb, deleted)
         ids = {c.id for c in deleted}
         orphans = [c for c in self.store.knowledge_chunks(
             kb, content_hashes=sorted({c.content_hash for c in deleted})) if c.duplicate_of in ids]
@@ -267,7 +268,7 @@ class KnowledgeBase:
         private = kb_scope(user.namespace, user.user_id)
         chunks = [c for d in self.store.list_knowledge_documents(private, limit=10**9)
                   for c in self.store.knowledge_chunks(private, doc_id=d.id)]
-        self._forget_vectors(chunks)
+        self._forget_vectors(private, chunks)
 
     # -- retrieval --------------------------------------------------------------------
     def search(self, kbs: Sequence[Scope], query: str, *, k: int = 5, tags: Sequence[str] = (),

@@ -155,7 +155,7 @@ class Knowledge:
         return self._write(scope, [draft], progress)[0]
 
     def _write(self, scope: Scope, plans: Sequence[Plan], progress: bool) -> builtins.list[IngestResult]:
-        self.engine.embed_plans(plans, progress=progress)
+        self.engine.embed_plans(scope, plans, progress=progress)
         out = []
         for draft in tqdm(plans, desc="writing documents", unit="doc",
                           disable=not progress or len(plans) < 2, leave=False):

@@ -66,9 +66,14 @@ class Embedder(Protocol):
         ...
 
 
-def content_hash(text: str, kind: TextKind) -> str:
-    """The embedding-cache key of one text (the model name is stored beside it)."""
-    return hashlib.blake2b(f"{kind}\x00{text}".encode(), digest_size=16).hexdigest()
+def content_hash(text: str, kind: TextKind, partition: str = "") -> str:
+    """The embedding-cache key of one text in one cache ``partition`` (the model name is
+    stored beside it). The store's cache partitions by user (see
+    :func:`memstrata.retrieval.indexer.cache_partition`): the same text of two users is
+    two keys, so a cache hit — five milliseconds instead of fifty with e5 — never tells
+    one user, or one tenant, what another stored."""
+    head = f"{partition}\x00" if partition else ""
+    return hashlib.blake2b(f"{head}{kind}\x00{text}".encode(), digest_size=16).hexdigest()
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:
@@ -291,15 +296,17 @@ def parse_embedder(spec: "str | Embedder | None") -> "Embedder":
 
 
 class QueryCache:
-    """The last ``size`` query vectors of one embedder by query text (least recently used
-    out first). A repeated question — a client retrying, a page of results, the same
-    recall in every turn — skips the embedding (tens of milliseconds on a CPU). ``size``
+    """The last ``size`` query vectors of one embedder by (partition, query text), least
+    recently used out first. A repeated question — a client retrying, a page of results,
+    the same recall in every turn — skips the embedding (tens of milliseconds on a CPU).
+    The retriever's partition is the user searching: one user's question never makes
+    another's fast, so timing a search tells nobody what someone else asked. ``size``
     0 embeds every time. Vectors are returned read-only; it is safe across threads."""
 
     def __init__(self, embedder: Embedder, size: int = 1024) -> None:
         self.embedder = embedder
         self.size = size
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -307,17 +314,17 @@ class QueryCache:
     def __len__(self) -> int:
         return len(self._vectors)
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], partition: str = "") -> np.ndarray:
         """An (n, dim) array of the query vectors of ``texts``, embedding only the texts
-        not cached (in one call)."""
+        not cached in ``partition`` (in one call)."""
         if self.size <= 0:
             return self.embedder.embed(texts, kind="query")
         found: dict[str, np.ndarray] = {}
         with self._lock:
             for text in texts:
-                vec = self._vectors.get(text)
+                vec = self._vectors.get((partition, text))
                 if vec is not None:
-                    self._vectors.move_to_end(text)
+                    self._vectors.move_to_end((partition, text))
                     found[text] = vec
             self.hits += sum(t in found for t in texts)
         missing = [t for t in dict.fromkeys(texts) if t not in found]
@@ -328,8 +335,8 @@ class QueryCache:
                 for text, vec in zip(missing, fresh):
                     vec = vec.copy()
                     vec.flags.writeable = False
-                    found[text] = self._vectors[text] = vec
-                    self._vectors.move_to_end(text)
+                    found[text] = self._vectors[(partition, text)] = vec
+                    self._vectors.move_to_end((partition, text))
                 while len(self._vectors) > self.size:
                     self._vectors.popitem(last=False)
         if not texts:

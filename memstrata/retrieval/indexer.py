@@ -22,17 +22,29 @@ from ..types import Layer, MemoryItem, Message, Role, Scope
 from .documents import (SOURCE_TAG, chunk_texts, item_texts, speaker_tags, turn_tags,
                         window_dense_text, window_texts)
 
-__all__ = ["Indexer", "embed_cached", "turn_doc", "item_doc", "chunk_doc"]
+__all__ = ["Indexer", "embed_cached", "cache_partition", "cache_key", "turn_doc", "item_doc", "chunk_doc"]
 
 log = logging.getLogger("memstrata.index")
 
 
-def embed_cached(store: VectorCache, embedder: Embedder, texts: Sequence[str],
+def cache_partition(scope: Scope) -> str:
+    """The embedding-cache partition of a scope: its tenant (namespace) and user. A text
+    is cached once per user; no user's write or search is sped up by another's."""
+    return f"{scope.namespace}\x00{scope.user_id}"
+
+
+def cache_key(scope: Scope, text: str, kind: Literal["query", "passage"] = "passage") -> str:
+    """The store's embedding-cache key of ``text`` for ``scope``."""
+    return content_hash(text, kind, cache_partition(scope))
+
+
+def embed_cached(store: VectorCache, embedder: Embedder, scope: Scope, texts: Sequence[str],
                  kind: Literal["query", "passage"] = "passage") -> np.ndarray:
-    """Embed ``texts``, reusing vectors cached by content hash in the store."""
+    """Embed ``texts``, reusing vectors cached in the store by ``scope``'s partition and
+    content hash (:func:`cache_partition`)."""
     if not texts:
         return np.zeros((0, embedder.dim), dtype=np.float32)
-    hashes = [content_hash(t, kind) for t in texts]
+    hashes = [cache_key(scope, t, kind) for t in texts]
     cached = store.cached_vectors(embedder.name, sorted(set(hashes)))
     missing = sorted({h: t for h, t in zip(hashes, texts) if h not in cached}.items())
     if missing:
@@ -86,7 +98,7 @@ class Indexer:
 
     def index_item(self, scope: Scope, item: MemoryItem) -> None:
         """(Re)index an item: its text, slots, status and importance, and its vector."""
-        vector = embed_cached(self.store, self.embedder, [item_texts(item)[3]])[0]
+        vector = embed_cached(self.store, self.embedder, scope, [item_texts(item)[3]])[0]
         self.store.index(scope, [item_doc(item, vector)])
 
     def needs_reindex(self, old: MemoryItem | None, new: MemoryItem) -> bool:
@@ -112,7 +124,7 @@ class Indexer:
         if not fresh:
             return
         texts = [window_texts(turns, i) for i in fresh]
-        embedded = embed_cached(self.store, self.embedder, [t[3] for t in texts]) if vectors else None
+        embedded = embed_cached(self.store, self.embedder, scope, [t[3] for t in texts]) if vectors else None
         out = [turn_doc(turns[i], t, session_id, embedded[j] if embedded is not None else None,
                         turn_tags(turns, i))
                for j, (i, t) in enumerate(zip(fresh, texts))]
@@ -137,7 +149,7 @@ class Indexer:
         earlier = self.store.get_messages(scope, session_id, start=first - back, limit=back) if back else []
         turns = [m for m in earlier + list(stored) if m.role is not Role.SYSTEM]
         fresh = [i for i, m in enumerate(turns) if m.id in indexed]
-        vectors = embed_cached(self.store, self.embedder, [window_dense_text(turns, i) for i in fresh])
+        vectors = embed_cached(self.store, self.embedder, scope, [window_dense_text(turns, i) for i in fresh])
         self.store.set_vectors(scope, {turns[i].id: vectors[j] for j, i in enumerate(fresh)})
 
     def index_chunks(self, scope: Scope, chunks: Sequence[KnowledgeChunk], *,
@@ -145,7 +157,7 @@ class Indexer:
         """(Re)index knowledge-base chunks in a knowledge base's scope; ``vectors=False``
         rewrites the words and fields only (the stored vectors stay)."""
         texts = [chunk_texts(c.text, c.title, c.heading_path)[3] for c in chunks]
-        embedded = embed_cached(self.store, self.embedder, texts) if vectors and chunks else None
+        embedded = embed_cached(self.store, self.embedder, scope, texts) if vectors and chunks else None
         self.store.index(scope, [chunk_doc(c, embedded[i] if embedded is not None else None)
                                  for i, c in enumerate(chunks)])
 
@@ -161,7 +173,7 @@ class Indexer:
         kept = [m for m in every if m.role is not Role.SYSTEM]
         texts = [window_texts(kept, i) for i in range(len(kept))]
         again = [i for i, m in enumerate(kept) if m.id in reembed]
-        vectors = embed_cached(self.store, self.embedder, [texts[i][3] for i in again]) \
+        vectors = embed_cached(self.store, self.embedder, scope, [texts[i][3] for i in again]) \
             if again else None
         fresh = {i: vectors[j] for j, i in enumerate(again)} if vectors is not None else {}
         self.store.index(scope, [turn_doc(m, texts[i], session_id, fresh.get(i), turn_tags(kept, i))

@@ -29,6 +29,7 @@ from .calibration import Calibration, calibration_for
 from .currency import Stale, asks_about_past, current_first, stale_marks
 from .documents import SOURCE_TAG, asks_about_assistant, build_query, is_question, split_question
 from .fusion import Candidate, Fused, fuse
+from .indexer import cache_partition
 from .rank import feature_matrix
 from .scoring import final_score, get_preset
 from .request import MODES, Mode, SearchRequest
@@ -122,7 +123,7 @@ class Retriever:
         dense: list[Candidate] = []
         if mode != "lexical":
             if vector is None:
-                vector = self.queries.embed([dense_text])[0]
+                vector = self.queries.embed([dense_text], cache_partition(scope))[0]
             dense = self.store.vector_search(scope, vector, filters, limit)
         fused = self._fuse(dense, lexical, query)
         expanded: set[str] = set()
@@ -243,7 +244,7 @@ class Retriever:
             vectors = [None] * len(questions)
             if mode != "lexical":
                 texts = [build_query(q, recent, self.settings.query_turns)[1] for q in questions]
-                vectors = list(self.queries.embed(texts))
+                vectors = list(self.queries.embed(texts, cache_partition(scope)))
         best: dict[str, Fused] = {}
         lexical_all: dict[str, float] = {}
         dense_all: dict[str, float] = {}

@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ...providers.embedders import Embedder, content_hash
+from ...providers.embedders import Embedder
 from ...retrieval.documents import window_texts
-from ...retrieval.indexer import Indexer
+from ...retrieval.indexer import Indexer, cache_key
 from ...sessions.base import SessionStore
 from ...stores.base import (AdminStore, CompactReport, ItemStore, JobQueue, Lifecycle, MessageLog, MetaStore,
                             SessionRows, VectorCache)
@@ -56,8 +56,8 @@ def epoch_key(scope: Scope) -> str:
     return f"forget-epoch:{hashlib.sha256(raw).hexdigest()[:32]}"
 
 
-def _hashes(texts: set[str]) -> list[str]:
-    return sorted(content_hash(t, "passage") for t in texts if t)
+def _hashes(scope: Scope, texts: set[str]) -> list[str]:
+    return sorted(cache_key(scope, t) for t in texts if t)
 
 
 @dataclass
@@ -226,7 +226,7 @@ class Forgetter:
             if messages and sources:
                 self._forget_messages(scope, sources, report)
             texts |= self._drop_stages(scope, sessions, report)
-            hashes = _hashes(texts)
+            hashes = _hashes(scope, texts)
             self.store.forget_vectors(self.embedder.name, hashes)
             report.cached_vectors += len(hashes)
             report.profile = self.profiles.refresh_if_cached(scope) is not None
@@ -286,7 +286,7 @@ class Forgetter:
             touched[session_id] = (kept, changed)
         self.store.delete_messages(scope, sorted(ids))
         texts |= self._drop_stages(scope, set(touched), report)
-        hashes = _hashes(texts)
+        hashes = _hashes(scope, texts)
         self.store.forget_vectors(self.embedder.name, hashes)
         report.cached_vectors += len(hashes)
         for session_id, (kept, changed) in touched.items():
@@ -317,7 +317,7 @@ class Forgetter:
             # this forget must still find the epoch changed
             self.store.set_meta(epoch_key(scope), uuid.uuid4().hex)
             report.profile = self.profiles.blank(scope)
-            hashes = _hashes(texts)
+            hashes = _hashes(scope, texts)
             self.store.forget_vectors(self.embedder.name, hashes)
             report.cached_vectors = len(hashes)
         if messages and self.sessions is not None:

@@ -279,7 +279,7 @@ class Pipeline:
                      sid: str) -> np.ndarray:
         """The vectors candidates are compared with stored items by (through the cache)."""
         probes = [item_texts(self._as_item(c, scope, now, sid))[3] for c in cands]
-        return embed_cached(self.store, self.embedder, probes)
+        return embed_cached(self.store, self.embedder, scope, probes)
 
     def apply(self, scope: Scope, cands: Sequence[Candidate], vectors: np.ndarray,
               hits: Sequence[list[tuple[str, float]]], job: Job, now: datetime,

@@ -3,7 +3,7 @@
 Every table that holds user data has (namespace, user_id) in its primary key, so each
 one distributes on Citus by ``user_id`` without changes (see ``docs/postgres.md``).
 Three tables are store-wide on purpose: ``schema_migrations``, ``meta`` and
-``embedding_cache`` (keyed by model and content hash, shared by everyone: a reference
+``embedding_cache`` (keyed by model and a hash of tenant, user and text: a reference
 table on Citus). Never edit a released migration: append a new one.
 
 The HNSW index is not here: its expression names the embedding dimension, which only
@@ -191,5 +191,12 @@ CREATE TABLE idempotency_keys (
     PRIMARY KEY (namespace, user_id, key)
 );
 CREATE SEQUENCE scope_log_epochs START 1
+"""),
+    # the embedding cache is keyed by (tenant, user, text) since P17, so that a cache hit
+    # times nobody else's text: the shared entries written before are dropped (a forget
+    # computes partitioned keys and would never find them); every indexed document keeps
+    # its own vector, so nothing is re-embedded but what is written or searched again
+    ("0012_p17_cache_partition", """
+DELETE FROM embedding_cache
 """),
 ]

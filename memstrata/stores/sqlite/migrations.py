@@ -194,4 +194,11 @@ CREATE TABLE idempotency_keys (
     PRIMARY KEY (namespace, user_id, key)
 )
 """),
+    # the embedding cache is keyed by (tenant, user, text) since P17, so that a cache hit
+    # times nobody else's text: the shared entries written before are dropped (a forget
+    # computes partitioned keys and would never find them); every indexed document keeps
+    # its own vector, so nothing is re-embedded but what is written or searched again
+    ("0012_p17_cache_partition", """
+DELETE FROM embedding_cache
+"""),
 ]
