@@ -30,9 +30,12 @@ the problem.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "with_article",
     "type_words",
+    "mask_credentials",
     "MemstrataError",
     "ConfigError",
     "ValidationError",
@@ -86,6 +89,20 @@ def type_words(kind: type) -> str:
     """A Python type as a message says it: ``int`` -> ``"an integer"``, ``float`` ->
     ``"a number"``, ``str`` -> ``"a string"``, ``bool`` -> ``"true or false"``."""
     return _TYPE_WORDS.get(kind.__name__) or with_article(kind.__name__)
+
+
+_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:]*)(?::[^\s/@]*)?@")
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the credentials of every URL in it masked, for a log or an error a
+    caller sees: ``http://user:secret@gw/v1`` → ``http://user:***@gw/v1``, and a bare
+    token (``http://sk-abc@gw``) → ``http://***@gw``."""
+    def mask(m: re.Match[str]) -> str:
+        scheme, user = m.group("scheme"), m.group("user")
+        password = ":" in m.group(0)[len(scheme):]
+        return f"{scheme}{user}:***@" if password and user else f"{scheme}***@"
+    return _CREDENTIALS.sub(mask, text)
 
 
 class MemstrataError(Exception):

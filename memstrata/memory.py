@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -64,6 +65,19 @@ __all__ = ["Memory", "AddResult", "UserMemory"]
 log = logging.getLogger("memstrata")
 
 
+_DEBUG_NOTICE = threading.Event()
+
+
+def _debug_notice() -> None:
+    """Say once per process, when memstrata logs at DEBUG, that the log will hold memory
+    content: INFO and above carry ids, counts, timings and scores only."""
+    if log.isEnabledFor(logging.DEBUG) and not _DEBUG_NOTICE.is_set():
+        _DEBUG_NOTICE.set()
+        log.warning("memstrata logs at DEBUG: the log will hold memory content (queries, turns, "
+                    "items, profile values) — keep it where that content may be; INFO and above "
+                    "carry ids, counts, timings and scores only")
+
+
 class Memory:
     """Layered long-term memory for one store and one embedder.
 
@@ -90,6 +104,7 @@ class Memory:
         except BaseException:
             self.store.close()
             raise
+        _debug_notice()
 
     def _build(self, embedder: "str | Embedder | None", llm: "str | LLM | None") -> None:
         s = self.settings

@@ -318,8 +318,13 @@ class KnowledgeBase:
         hits = [h for _, h in scored if h.score >= floor][:k]
         if expand:
             hits = self._expand(hits)
-        log.info("knowledge search %r: %d candidates -> %d hits%s", query[:80], len(scored), len(hits),
-                 "".join(f"\n  {h.score:.3f} [{h.label[:40]}] {h.chunk.text[:60]}" for h in hits[:5]))
+        if log.isEnabledFor(logging.DEBUG):  # DEBUG may quote content (and says so at start)
+            log.debug("knowledge search %r: %d candidates -> %d hits%s", query[:80], len(scored),
+                      len(hits), "".join(f"\n  {h.score:.3f} [{h.label[:40]}] {h.chunk.text[:60]}"
+                                         for h in hits[:5]))
+        else:  # ids, counts and scores only
+            log.info("knowledge search (%d characters): %d candidates -> %d hits%s", len(query),
+                     len(scored), len(hits), "".join(f"\n  {h.score:.3f} {h.chunk.id}" for h in hits[:5]))
         return hits
 
     def _narrow(self, kb: Scope, sources: Sequence[str], documents: Sequence[str]) -> list[str] | None:

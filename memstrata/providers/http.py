@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import (ProviderAuthError, ProviderError, ProviderNotFoundError,
+from ..errors import (mask_credentials, ProviderAuthError, ProviderError, ProviderNotFoundError,
                       ProviderRateLimitError, ProviderResponseError, ProviderTimeoutError)
 
 __all__ = ["Retry", "post_json", "json_body", "RETRY_STATUS"]
@@ -88,7 +88,7 @@ def post_json(client: httpx.Client, path: str, body: dict[str, Any], *, model: s
 
     ``inspect`` sees every response first and may raise to stop (the chat provider
     uses it to notice a server that rejects ``response_format``)."""
-    url = f"{str(client.base_url).rstrip('/')}{path}"
+    url = mask_credentials(f"{str(client.base_url).rstrip('/')}{path}")  # in errors: no credentials
     for attempt in range(retry.max_retries + 1):
         last = attempt == retry.max_retries
         try:

@@ -348,12 +348,18 @@ class Retriever:
                        and _admits(filters, replacing[r])}
             hits = current_first(hits, current, past=asks_about_past(query))[:k]
             orders = {h.id: orders.get(h.id, h.score) for h in hits}
-        if log.isEnabledFor(logging.INFO):
-            log.info("search %r for %r (%s, %d question(s)): %d lexical + %d dense candidates "
-                     "-> %d fused -> %d units -> top %d%s", query[:80], scope.user_id, mode,
-                     len(questions), len(lexical_all), len(dense_all), len(fused), len(merged),
-                     len(hits),
-                     "".join(f"\n  {h.score:.3f} [{h.layer.value}] {h.text[:70]}" for h in hits[:5]))
+        if log.isEnabledFor(logging.DEBUG):  # DEBUG may quote memory (and says so at start)
+            log.debug("search %r for %r (%s, %d question(s)): %d lexical + %d dense candidates "
+                      "-> %d fused -> %d units -> top %d%s", query[:80], scope.user_id, mode,
+                      len(questions), len(lexical_all), len(dense_all), len(fused), len(merged),
+                      len(hits),
+                      "".join(f"\n  {h.score:.3f} [{h.layer.value}] {h.text[:70]}" for h in hits[:5]))
+        elif log.isEnabledFor(logging.INFO):  # ids, counts and scores: never a word of memory
+            log.info("search for %r (%s, %d question(s), %d characters): %d lexical + %d dense "
+                     "candidates -> %d fused -> %d units -> top %d%s", scope.user_id, mode,
+                     len(questions), len(query), len(lexical_all), len(dense_all), len(fused),
+                     len(merged), len(hits),
+                     "".join(f"\n  {h.score:.3f} [{h.layer.value}] {h.id}" for h in hits[:5]))
         if touch:
             items = [h.id for h in hits if h.layer is Layer.SEMANTIC]
             if items:

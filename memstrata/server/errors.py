@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from ..errors import mask_credentials
 from ..errors import (AuthenticationError, BudgetError, ConfigError, ConflictError, JobError,
                       MemstrataError, NotFoundError, PermissionDeniedError, ProviderAuthError,
                       ProviderError, ProviderNotFoundError, ProviderRateLimitError,
@@ -98,17 +99,18 @@ def install(app: FastAPI) -> None:
     async def memstrata_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, MemstrataError)
         status = status_of(exc, if_match="if-match" in request.headers)
+        message = mask_credentials(str(exc))  # a URL an error names never shows its password
         if status >= 500:  # once with its traceback, then counted (a full disk: every request)
             route = getattr(request.scope.get("route"), "path", request.url.path)
             _repeats.log(logging.ERROR, f"{type(exc).__name__} {route}",
                          "%s %s failed: %s: %s", request.method, request.url.path,
-                         type(exc).__name__, exc, exc=exc)
+                         type(exc).__name__, message, exc=exc)
         headers = {}
         if isinstance(exc, RateLimitError):
             headers["Retry-After"] = str(max(1, round(exc.retry_after)))
         if isinstance(exc, AuthenticationError):
             headers["WWW-Authenticate"] = "Bearer"
-        return JSONResponse(error_body(status, type(exc).__name__, str(exc), _request_id(request)),
+        return JSONResponse(error_body(status, type(exc).__name__, message, _request_id(request)),
                             status_code=status, headers=headers)
 
     async def invalid_request(request: Request, exc: Exception) -> JSONResponse:

@@ -37,7 +37,8 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response, StreamingResponse
 
 from ..errors import (MemstrataError, PermissionDeniedError, ProviderError, ProviderTimeoutError,
-                      ValidationError)
+                      ValidationError, mask_credentials)
+from ..stores import safe_url
 from ..user import UserMemory
 from .auth import CurrentPrincipal
 from .observe import Repeats
@@ -249,11 +250,12 @@ async def chat_completions(request: Request, who: CurrentPrincipal, svc: Svc,
                                                           headers=headers), stream=stream)
     except httpx.TimeoutException as exc:
         svc.metrics.upstream.labels("timeout", str(stream).lower()).inc()
-        raise ProviderTimeoutError(f"the upstream {settings.upstream} did not answer in "
+        raise ProviderTimeoutError(f"the upstream {safe_url(settings.upstream)} did not answer in "
                                    f"{settings.upstream_timeout_s:g}s") from exc
     except httpx.HTTPError as exc:
         svc.metrics.upstream.labels("unreachable", str(stream).lower()).inc()
-        raise ProviderError(f"cannot reach the upstream {settings.upstream} ({exc}); is it "
+        raise ProviderError(f"cannot reach the upstream {safe_url(settings.upstream)} "
+                            f"({mask_credentials(str(exc))}); is it "
                             "running, and is the upstream setting right?") from exc
     svc.metrics.upstream.labels(str(upstream.status_code), str(stream).lower()).inc()
     passed = relayed_headers(upstream.headers)
@@ -262,7 +264,8 @@ async def chat_completions(request: Request, who: CurrentPrincipal, svc: Svc,
         try:
             content = await upstream.aread() if stream else upstream.content
         except httpx.HTTPError as exc:
-            raise ProviderError(f"the upstream {settings.upstream} broke off its answer ({exc})") from exc
+            raise ProviderError(f"the upstream {safe_url(settings.upstream)} broke off its answer "
+                                f"({mask_credentials(str(exc))})") from exc
         finally:
             await upstream.aclose()
         if success:

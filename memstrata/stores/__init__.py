@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, mask_credentials
 from .base import DocInfo, IndexDoc, SessionInfo, SessionRecord, Store
 
 __all__ = ["Store", "IndexDoc", "DocInfo", "SessionInfo", "SessionRecord", "open_store", "BACKENDS",
@@ -76,9 +76,6 @@ def open_store(url: "str | Store", *, index_memory_mb: float | None = None,
 
 def safe_url(url: str) -> str:
     """``url`` fit for logs: a password in it becomes ``***``
-    (``postgresql://app:s3cret@db/m`` → ``postgresql://app:***@db/m``)."""
-    head, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in credentials:
-        return url
-    return f"{head}://{credentials.split(':', 1)[0]}:***@{host}"
+    (``postgresql://app:s3cret@db/m`` → ``postgresql://app:***@db/m``), and so does a
+    bare token (``http://sk-abc@gw/v1`` → ``http://***@gw/v1``)."""
+    return mask_credentials(url)
