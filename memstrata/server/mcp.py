@@ -27,6 +27,7 @@ from ..errors import MemstrataError, ValidationError
 from ..stores.base import AuditEntry
 from ..types import utcnow
 from ..user import UserMemory
+from .errors import status_of
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -45,7 +46,8 @@ USER_HEADER = "x-memstrata-user"
 #: ``resolve(ctx, write)`` -> the user's handle and, over HTTP, the calling key.
 Resolver = Callable[[Context | None, bool], "tuple[UserMemory, Principal | None]"]
 _REQUEST: ContextVar[Any] = ContextVar("memstrata_mcp_request", default=None)
-Auditor = Callable[["Principal", str, UserMemory, str | None], Awaitable[None]]
+#: ``audit(ctx, action, target, status)``: record a mutation, done (200) or refused.
+Auditor = Callable[[Context | None, str, str | None, int], Awaitable[None]]
 
 _INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call get_context (or "
                  "search) before answering questions about the user's past, preferences or "
@@ -63,9 +65,11 @@ def build_mcp(resolve: Resolver, *, audit: Auditor | None = None) -> MCPServer:
             handle, who = resolve(ctx, write)
             result = await anyio.to_thread.run_sync(fn, handle)
         except MemstrataError as exc:  # the client sees what to fix, as REST callers do
+            if write and audit is not None:  # a refused mutation is audited, as over REST
+                await audit(ctx, f"mcp.{action}", None, status_of(exc))
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
         if write and who is not None and audit is not None:
-            await audit(who, f"mcp.{action}", handle, target(result) if target else None)
+            await audit(ctx, f"mcp.{action}", target(result) if target else None, 200)
         return result
 
     @server.tool(description="Store conversation turns (OpenAI-format messages: role and "
@@ -200,9 +204,14 @@ def service_resolver(service: "Service") -> Resolver:
 
 
 def service_auditor(service: "Service") -> Auditor:
-    async def audit(who: "Principal", action: str, handle: UserMemory, target: str | None) -> None:
-        entry = AuditEntry(utcnow(), who.tenant, who.key.id, who.role, action, "POST", "/mcp", 200,
-                           user_id=handle.user_id, target=target)
+    async def audit(ctx: Context | None, action: str, target: str | None, status: int) -> None:
+        request = ctx.request_context.request if ctx is not None else _REQUEST.get()
+        who: Principal | None = request.scope.get("memstrata.principal") if request is not None else None
+        if request is None or who is None:
+            return  # unauthenticated: McpEndpoint answered 401 before any tool ran
+        user_id = who.key.user_id if who.role == "end-user" else request.headers.get(USER_HEADER)
+        entry = AuditEntry(utcnow(), who.tenant, who.key.id, who.role, action, "POST", "/mcp",
+                           status, user_id=user_id or None, target=target)
         await anyio.to_thread.run_sync(service.memory.store.append_audit, entry)
 
     return audit

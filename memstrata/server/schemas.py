@@ -280,6 +280,8 @@ class CompactOut(_Out):
 class ForgetAuditOut(_Out):
     entries: int = Field(description="Audit entries of the user, now naming the pseudonym")
     pseudonym: str = Field(description="The random id the audit log names the user by now")
+    revoked_keys: int = Field(0, description="The user's end-user keys, revoked (they name the "
+                                             "pseudonym now)")
 
 
 class ForgetOut(_Out):

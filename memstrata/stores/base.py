@@ -669,6 +669,11 @@ class AdminStore(Protocol):
         entries changed. The log keeps what was done, no longer to whom."""
 
     @abstractmethod
+    def revoke_user_keys(self, tenant: str, user_id: str, pseudonym: str, at: datetime) -> int:
+        """Revoke the tenant's end-user keys bound to a forgotten user (at ``at``, unless
+        revoked before) and make them name ``pseudonym`` instead; returns how many."""
+
+    @abstractmethod
     def hit_rate(self, bucket: str, window: int) -> int:
         """Count one request in ``bucket`` (a key id) for the minute ``window`` (epoch
         minutes), atomically; return the count so far. Older windows of the bucket are

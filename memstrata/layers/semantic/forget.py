@@ -35,7 +35,7 @@ from ...sessions.base import SessionStore
 from ...stores.base import (AdminStore, CompactReport, ItemStore, JobQueue, Lifecycle, MessageLog, MetaStore,
                             SessionRows, VectorCache)
 from ...stores.policy import Rerun
-from ...types import Filters, Kind, Message, Role, Scope, Status
+from ...types import Filters, Kind, Message, Role, Scope, Status, utcnow
 from .consolidate import consolidated_key, stage_attribute
 from .profiles import Profiles
 
@@ -72,7 +72,8 @@ class ForgetReport:
     them again), ``profile`` (snapshot rebuilt or blanked). ``sessions``: turns the
     session store still ``held`` (Redis) and ``keys`` it removed. ``compact``: how the
     compaction went, and ``audit``: how many audit entries of the HTTP service now name
-    ``pseudonym`` (a random id) instead of the user (``forget_user`` only)."""
+    ``pseudonym`` (a random id) instead of the user, and how many of the user's end-user
+    keys were revoked (``revoked_keys``; they name the pseudonym too) — ``forget_user`` only."""
 
     user_id: str
     sessions_backend: str = "main store"
@@ -88,6 +89,7 @@ class ForgetReport:
     compact: CompactReport | None = None
     audit: int = 0
     pseudonym: str | None = None
+    revoked_keys: int = 0
 
     def per_store(self) -> dict[str, dict[str, Any]]:
         """The report as ``{"store": {...}, "sessions": {...}, "compact": {...}}``."""
@@ -100,7 +102,8 @@ class ForgetReport:
         if self.compact is not None:
             out["compact"] = self.compact.to_dict()
         if self.pseudonym is not None:
-            out["audit"] = {"entries": self.audit, "pseudonym": self.pseudonym}
+            out["audit"] = {"entries": self.audit, "pseudonym": self.pseudonym,
+                            "revoked_keys": self.revoked_keys}
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,7 +125,8 @@ class ForgetReport:
                        bool(compact["checkpointed"]), float(compact.get("waited_s", 0.0)),
                        str(compact.get("detail", ""))),
                    audit=int((data.get("audit") or {}).get("entries", 0)),
-                   pseudonym=(data.get("audit") or {}).get("pseudonym"))
+                   pseudonym=(data.get("audit") or {}).get("pseudonym"),
+                   revoked_keys=int((data.get("audit") or {}).get("revoked_keys", 0)))
 
     def __str__(self) -> str:
         return "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in part.items())
@@ -326,6 +330,9 @@ class Forgetter:
             report.pseudonym = f"forgotten-{uuid.uuid4().hex[:12]}"
             report.audit = self.store.pseudonymise_audit(scope.namespace, scope.user_id,
                                                          report.pseudonym)
+            # a key bound to a user who no longer exists: it stops working, and stops naming them
+            report.revoked_keys = self.store.revoke_user_keys(scope.namespace, scope.user_id,
+                                                              report.pseudonym, utcnow())
         report.compact = self.store.compact(wait_s=self.compact_wait_s)
         if not report.compact.checkpointed:
             log.warning("forget_user %r: %s", scope.user_id, report.compact.detail)

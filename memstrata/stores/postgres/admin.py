@@ -79,6 +79,12 @@ class PostgresAdmin(PostgresConnection):
                            (pseudonym, f"/users/{user_id}", f"/users/{pseudonym}", tenant, user_id))
         return len(rows)
 
+    def revoke_user_keys(self, tenant: str, user_id: str, pseudonym: str, at: datetime) -> int:
+        with self.transaction():
+            rows = self._x("UPDATE api_keys SET revoked_at=COALESCE(revoked_at, %s), user_id=%s "
+                           "WHERE tenant=%s AND user_id=%s RETURNING id", (at, pseudonym, tenant, user_id))
+        return len(rows)
+
     def list_audit(self, tenant: str, *, user_id: str | None = None, key_id: str | None = None,
                    action: str | None = None, since: datetime | None = None,
                    before_seq: int | None = None, limit: int = 100) -> list[AuditEntry]:

@@ -85,6 +85,12 @@ class SQLiteAdmin(SQLiteConnection):
                                                       f"/users/{pseudonym}", tenant, user_id))
         return int(done.rowcount)
 
+    def revoke_user_keys(self, tenant: str, user_id: str, pseudonym: str, at: datetime) -> int:
+        with self.transaction():
+            done = self._x("UPDATE api_keys SET revoked_at=COALESCE(revoked_at, ?), user_id=? "
+                           "WHERE tenant=? AND user_id=?", (at.timestamp(), pseudonym, tenant, user_id))
+        return int(done.rowcount)
+
     def list_audit(self, tenant: str, *, user_id: str | None = None, key_id: str | None = None,
                    action: str | None = None, since: datetime | None = None,
                    before_seq: int | None = None, limit: int = 100) -> list[AuditEntry]:
