@@ -233,6 +233,11 @@ SETTINGS: tuple[Setting, ...] = (
             "How long compact() waits for readers of other connections to leave old "
             "snapshots before it reports that the SQLite -wal still holds deleted bytes",
             low=0.0, high=3600.0),
+    Setting("erase_within_s", 300.0, float,
+            "Seconds within which the pages a forget freed are erased from the files: a "
+            "forget schedules one compaction (off the request path; the worker runs it), "
+            "so every forget of the window shares it",
+            low=1.0, high=86400.0),
     Setting("max_query_parts", 4, int,
             "Questions of a compound query searched one by one (\"X? Also, Y?\"); the rest "
             "are searched together with the last", low=1, high=64),
@@ -334,6 +339,7 @@ class Settings:
     kb_stale_weight: float = 0.8
     kb_used_overlap: float = 0.3
     compact_wait_s: float = 10.0
+    erase_within_s: float = 300.0
     max_query_parts: int = 4
     max_query_chars: int = 1000
     quick_check: bool = True

@@ -39,7 +39,7 @@ from .layers.context import ContextResult
 from .layers.episodic import Resume, SessionManager
 from .layers.episodic.llm import LLMSummariser
 from .layers.semantic.consolidate import Consolidator
-from .layers.semantic.forget import Forgetter, ForgetReport
+from .layers.semantic.forget import ERASE_DUE, Forgetter, ForgetReport
 from .layers.semantic.items import ItemWriter
 from .layers.semantic.llm import LLMExtractor
 from .layers.semantic.pipeline import MaintenanceReport, Pipeline, PipelineConfig
@@ -125,7 +125,7 @@ class Memory:
             every_n=s.summary_every, idle=timedelta(minutes=s.session_idle_minutes))
         self.forgetter = Forgetter(self.store, self.embedder, self.indexer, self.profiles,
                                    self.session_manager.sessions, self.session_manager.rebuild,
-                                   compact_wait_s=s.compact_wait_s)
+                                   compact_wait_s=s.compact_wait_s, erase_within_s=s.erase_within_s)
         if self.llm is not None:
             self.session_manager.summariser = LLMSummariser(self.llm)
         self.pipeline = Pipeline(self.store, self.embedder, self.retriever, self.writer,
@@ -141,8 +141,12 @@ class Memory:
         if s.session_sweep_minutes > 0:
             self.worker.periodic.append(Periodic("the idle-session sweep", s.session_sweep_minutes * 60,
                                                  self._sweep))
+        # the compaction a forget scheduled (erase_within_s): off the request path, checked
+        # every 5 s between jobs, run by one process
+        self.worker.periodic.append(Periodic("erasing the pages forgetting freed", 5.0,
+                                             self.forgetter.erase_if_due))
         if s.worker == "thread" and not s.read_only and (
-                self.store.list_jobs(statuses=UNFINISHED, limit=1)
+                self.store.list_jobs(statuses=UNFINISHED, limit=1) or self.store.get_meta(ERASE_DUE)
                 or (s.session_sweep_minutes > 0 and self.store.idle_sessions(utcnow(), limit=1))):
             self.worker.start()  # resume what a previous process left pending, sweep open sessions
 

@@ -435,11 +435,15 @@ class UserMemory:
     def forget_all(self, *, messages: bool = True) -> ForgetReport:
         """Forget everything of the user (items, versions, jobs, profile, index, cached
         vectors and, with ``messages``, sessions — a Redis session store's keys too — raw
-        turns and the user's private knowledge base), then compact the store. Returns
-        what was removed, per store, and how the compaction went."""
+        turns and the user's private knowledge base), and schedule the one compaction
+        that takes the bytes out of the files within ``erase_within_s`` (the worker runs
+        it; ``Memory.compact()`` does it now). Returns what was removed, per store, and
+        when the compaction is due (``erase_by``)."""
         if messages:
             self.memory.knowledge_base.forget_private(self.scope)
-        return self.memory.forgetter.forget_user(self.scope, messages=messages)
+        report = self.memory.forgetter.forget_user(self.scope, messages=messages)
+        self.memory.wake_worker()  # it runs the compaction forget_user scheduled
+        return report
 
     def feedback(self, item_id: str, signal: str) -> MemoryItem:
         """A thumbs-up (``"up"``) or thumbs-down (``"down"``) on an item's confidence; a

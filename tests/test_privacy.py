@@ -227,7 +227,8 @@ def test_forget_user_removes_the_user_and_their_session_keys(backend):
         m.user("other").add([{"role": "user", "content": "I like tennis."}], "s1")
         m.flush(timeout=60)
         report = m.forget_user(USER)
-        assert report.compact is not None and report.compact.checkpointed
+        # no compaction on the caller's request: one is scheduled (the checks below compact)
+        assert report.compact is None and report.erase_by is not None
         if prefix:
             assert report.keys >= 3  # two cached sessions and the user's set of them
         assert lin.messages("s1") == [] and lin.messages("s2") == []
@@ -303,7 +304,7 @@ def test_forget_user_over_http_leaves_the_id_nowhere_not_even_in_the_audit_log(t
             client.user("other").add("I like tennis.", "s1")
             m.flush(timeout=60)
             report = lin.forget_all()
-            assert report.user_id == USER and report.turns == 6 and report.compact.checkpointed
+            assert report.user_id == USER and report.turns == 6 and report.erase_by is not None
             assert report.pseudonym and report.pseudonym.startswith("forgotten-") and report.audit == 2
         with live.client(token) as c:
             rows = c.get("/v1/audit").json()["data"]
@@ -316,3 +317,30 @@ def test_forget_user_over_http_leaves_the_id_nowhere_not_even_in_the_audit_log(t
         assert named == {}
         assert [p for p, data in _sqlite_bytes(url).items() if USER.encode() in data] == []
         assert _traces(m, None) == {}
+
+
+def test_forgetting_schedules_one_erasure_and_the_worker_runs_it_by_the_deadline(tmp_path):
+    """A forget never compacts the whole store on the caller's request: forgets share one
+    scheduled compaction, which the worker thread runs once it is due — after which the
+    forgotten bytes are gone from the files."""
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    with Memory(url, embedder="hash:256", summary_every=4, worker="off") as m:
+        for user in (USER, "lin-second"):
+            m.user(user).add(TALK, "s1")
+        m.user("other").add([{"role": "user", "content": "I like tennis."}], "s1")
+        m.flush(timeout=60)
+        first = m.forget_user(USER)
+        second = m.forget_user("lin-second")
+        assert first.compact is None and second.erase_by == first.erase_by  # one, shared
+        assert m.forgetter.erase_if_due(first.erase_by - 1) is None  # not due yet
+        assert m.forgetter.erase_if_due(first.erase_by + 1) is not None  # the worker's turn
+        assert m.forgetter.erase_if_due(first.erase_by + 2) is None  # once
+    with Memory(url, embedder="hash:256", summary_every=4, erase_within_s=1) as m:
+        m.user(USER).add(TALK, "s1")
+        m.flush(timeout=60)
+        report = m.forget_user(USER)  # the worker thread runs within erase_within_s + its tick
+        deadline = time.monotonic() + 60
+        while _traces(m, None) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _traces(m, None) == {}, report
+        _assert_kept(m)

@@ -188,8 +188,8 @@ def test_profile_jobs_usage_and_forgetting_the_user(face):
     other = face("max")
     other.remember("max's own")
     report = lin.forget_all()
-    assert isinstance(report, ForgetReport) and report.compact is not None
-    assert (report.user_id, report.turns, report.compact.checkpointed) == ("lin", 2, True)
+    assert isinstance(report, ForgetReport) and report.erase_by is not None
+    assert (report.user_id, report.turns, report.compact) == ("lin", 2, None)
     assert report.to_dict()["sessions"] == {"backend": "main store", "held": 0, "keys": 0}
     assert lin.sessions() == [] and lin.list() == [] and lin.profile_history() == []
     assert [i.content for i in other.list()] == ["max's own"]

@@ -284,6 +284,11 @@ class ForgetAuditOut(_Out):
                                              "pseudonym now)")
 
 
+class ForgetEraseOut(_Out):
+    by: str = Field(description="ISO time by which the compaction starts (the erase_within_s "
+                                "setting after the first forget of the window)")
+
+
 class ForgetOut(_Out):
     """What a forget removed, per store: counts, never content."""
 
@@ -294,6 +299,9 @@ class ForgetOut(_Out):
                                                          "a user went (absent otherwise)")
     audit: ForgetAuditOut | None = Field(None, description="Forgetting a user: their audit "
                                                            "entries, pseudonymised")
+    erase: ForgetEraseOut | None = Field(None, description="Forgetting a user: when the one "
+                                                           "compaction that erases the freed "
+                                                           "pages from the files is due")
 
 
 class UndoOut(_Out):

@@ -3,7 +3,11 @@ index entries, vectors and cached embeddings — including the vectors of the tu
 a forgotten one, which embedded its text and are re-embedded — the raw turns they came
 from wherever they are held (the main store's log, a Redis session), the session
 summaries (rebuilt without the forgotten turns) and the profile snapshot. Bytes leave
-the files at the next ``compact()``, which ``forget_user`` runs itself.
+the files at the next ``compact()``: a forget never compacts the whole store on the
+caller's request (that stalled every tenant, once per request); ``forget_user`` schedules
+one compaction within ``erase_within_s`` (:meth:`Forgetter.schedule_erase`, the earliest
+ask wins, so every forget of the window shares it) and the worker runs it
+(:meth:`Forgetter.erase_if_due`).
 
 Every call returns a :class:`ForgetReport`: what was removed, per store (counts only,
 never content).
@@ -22,10 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ...providers.embedders import Embedder
@@ -42,6 +48,8 @@ from .profiles import Profiles
 __all__ = ["Forgetter", "ForgetReport"]
 
 log = logging.getLogger("memstrata.forget")
+#: The meta key holding when the scheduled compaction is due (epoch seconds; empty: none).
+ERASE_DUE = "erase-due"
 _EVERY_STATUS = Filters(statuses=tuple(Status))
 
 
@@ -73,7 +81,8 @@ class ForgetReport:
     session store still ``held`` (Redis) and ``keys`` it removed. ``compact``: how the
     compaction went, and ``audit``: how many audit entries of the HTTP service now name
     ``pseudonym`` (a random id) instead of the user, and how many of the user's end-user
-    keys were revoked (``revoked_keys``; they name the pseudonym too) — ``forget_user`` only."""
+    keys were revoked (``revoked_keys``; they name the pseudonym too) — ``forget_user`` only;
+    ``erase_by``: when the compaction it scheduled is due (epoch seconds)."""
 
     user_id: str
     sessions_backend: str = "main store"
@@ -90,6 +99,7 @@ class ForgetReport:
     audit: int = 0
     pseudonym: str | None = None
     revoked_keys: int = 0
+    erase_by: float | None = None
 
     def per_store(self) -> dict[str, dict[str, Any]]:
         """The report as ``{"store": {...}, "sessions": {...}, "compact": {...}}``."""
@@ -101,6 +111,8 @@ class ForgetReport:
             "sessions": {"backend": self.sessions_backend, "held": self.held, "keys": self.keys}}
         if self.compact is not None:
             out["compact"] = self.compact.to_dict()
+        if self.erase_by is not None:
+            out["erase"] = {"by": datetime.fromtimestamp(self.erase_by, UTC).isoformat()}
         if self.pseudonym is not None:
             out["audit"] = {"entries": self.audit, "pseudonym": self.pseudonym,
                             "revoked_keys": self.revoked_keys}
@@ -126,7 +138,9 @@ class ForgetReport:
                        str(compact.get("detail", ""))),
                    audit=int((data.get("audit") or {}).get("entries", 0)),
                    pseudonym=(data.get("audit") or {}).get("pseudonym"),
-                   revoked_keys=int((data.get("audit") or {}).get("revoked_keys", 0)))
+                   revoked_keys=int((data.get("audit") or {}).get("revoked_keys", 0)),
+                   erase_by=datetime.fromisoformat(data["erase"]["by"]).timestamp()
+                   if data.get("erase") else None)
 
     def __str__(self) -> str:
         return "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in part.items())
@@ -141,7 +155,7 @@ class Forgetter:
     def __init__(self, store: _ForgetBackend, embedder: Embedder, indexer: Indexer,
                  profiles: Profiles, sessions: SessionStore | None = None,
                  rebuild_summary: Callable[[Scope, str], bool] | None = None, *,
-                 compact_wait_s: float = 10.0) -> None:
+                 compact_wait_s: float = 10.0, erase_within_s: float = 300.0) -> None:
         self.store = store
         self.embedder = embedder
         self.indexer = indexer
@@ -149,6 +163,7 @@ class Forgetter:
         self.sessions = sessions
         self.rebuild_summary = rebuild_summary
         self.compact_wait_s = compact_wait_s
+        self.erase_within_s = erase_within_s
 
     # -- the user's write lock, shared with the jobs --------------------------------------
     def epoch(self, scope: Scope) -> str:
@@ -333,8 +348,39 @@ class Forgetter:
             # a key bound to a user who no longer exists: it stops working, and stops naming them
             report.revoked_keys = self.store.revoke_user_keys(scope.namespace, scope.user_id,
                                                               report.pseudonym, utcnow())
-        report.compact = self.store.compact(wait_s=self.compact_wait_s)
-        if not report.compact.checkpointed:
-            log.warning("forget_user %r: %s", scope.user_id, report.compact.detail)
+        report.erase_by = self.schedule_erase()
         log.info("forgot user %r: %s", scope.user_id, report)
+        return report
+
+    # -- erasing the freed pages: scheduled, batched, off the request path ----------------
+    def schedule_erase(self) -> float:
+        """Ask for one compaction of the store within ``erase_within_s``; an ask already
+        pending is earlier and covers this one too (it runs after this commit). Returns
+        when it is due (epoch seconds)."""
+        with self.store.transaction():
+            pending = self.store.get_meta(ERASE_DUE)
+            due = float(pending) if pending else time.time() + self.erase_within_s
+            if not pending:
+                self.store.set_meta(ERASE_DUE, repr(due))
+        return due
+
+    def erase_if_due(self, now: float | None = None) -> CompactReport | None:
+        """Run the scheduled compaction if it is due (one process takes it); None when
+        nothing was due. A compaction that could not finish (a reader held an old SQLite
+        snapshot) is asked for again in a minute."""
+        now = time.time() if now is None else now
+        pending = self.store.get_meta(ERASE_DUE)
+        if not pending or float(pending) > now:
+            return None
+        with self.store.transaction():
+            if self.store.get_meta(ERASE_DUE) != pending:
+                return None  # another worker took it
+            self.store.set_meta(ERASE_DUE, "")
+        report = self.store.compact(wait_s=self.compact_wait_s)
+        if report.checkpointed:
+            log.info("erased the pages freed by forgetting (%.1f s after it was due): %s",
+                     now - float(pending) + report.waited_s, report.to_dict())
+        else:
+            log.warning("erasing freed pages: %s; trying again in a minute", report.detail)
+            self.store.set_meta(ERASE_DUE, repr(now + min(60.0, self.erase_within_s)))
         return report
