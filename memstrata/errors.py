@@ -95,13 +95,14 @@ _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/
 
 
 def mask_credentials(text: str) -> str:
-    """``text`` with the credentials of every URL in it masked, for a log or an error a
-    caller sees: ``http://user:secret@gw/v1`` → ``http://user:***@gw/v1``, and a bare
-    token (``http://sk-abc@gw``) → ``http://***@gw``."""
+    """``text`` with the password of every URL in it masked, for a log or an error a
+    caller sees: ``http://user:secret@gw/v1`` → ``http://user:***@gw/v1``,
+    ``redis://:secret@host`` → ``redis://***@host``; a user name alone stays."""
     def mask(m: re.Match[str]) -> str:
         scheme, user = m.group("scheme"), m.group("user")
-        password = ":" in m.group(0)[len(scheme):]
-        return f"{scheme}{user}:***@" if password and user else f"{scheme}***@"
+        if ":" not in m.group(0)[len(scheme):]:
+            return m.group(0)  # no password
+        return f"{scheme}{user}:***@" if user else f"{scheme}***@"
     return _CREDENTIALS.sub(mask, text)
 
 

@@ -76,6 +76,5 @@ def open_store(url: "str | Store", *, index_memory_mb: float | None = None,
 
 def safe_url(url: str) -> str:
     """``url`` fit for logs: a password in it becomes ``***``
-    (``postgresql://app:s3cret@db/m`` → ``postgresql://app:***@db/m``), and so does a
-    bare token (``http://sk-abc@gw/v1`` → ``http://***@gw/v1``)."""
+    (``postgresql://app:s3cret@db/m`` → ``postgresql://app:***@db/m``)."""
     return mask_credentials(url)
