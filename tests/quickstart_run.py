@@ -141,9 +141,11 @@ def main() -> None:
             if "forget-user" in code and report.get("token"):
                 api = httpx.Client(base_url="http://127.0.0.1:8000",
                                    headers={"Authorization": f"Bearer {report['token']}"})
-                report["after_forget"] = {
-                    "items": api.get("/v1/users/lin/items").json()["data"],
-                    "sessions": api.get("/v1/users/lin/sessions").json()["data"]}
+                items, sessions = api.get("/v1/users/lin/items"), api.get("/v1/users/lin/sessions")
+                report["after_forget"] = {  # Lin's own key goes with her (revoked: 401)
+                    "status": [items.status_code, sessions.status_code],
+                    "items": items.json().get("data", []),
+                    "sessions": sessions.json().get("data", [])}
     finally:
         shell.close()
     out.write_text(json.dumps(report, ensure_ascii=False, indent=1))

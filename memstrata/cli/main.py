@@ -357,6 +357,9 @@ def forget_user(store, embedder, agent_id, user_id, keep_messages, yes, as_json)
                       abort=True)
     with open_memory(store, embedder) as memory:
         report = memory.user(user_id, agent=agent_id).forget_all(messages=not keep_messages)
+        # the operator's own command, not a request others wait behind: erase the freed
+        # pages now rather than leave it to a worker that may not be running
+        memory.forgetter.erase_if_due(float("inf"))
     if as_json:
         echo_json(report.to_dict())
         return
