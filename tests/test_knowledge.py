@@ -212,11 +212,14 @@ def test_usage_is_counted_from_the_reply_and_stale_chunks_sink(memory) -> None:
     lin = memory.user("lin")
     warranty = kb.chunks("warranty")[0]
     shipping = kb.chunks("ship")[0]
-    for _ in range(5):
+    # five different exchanges: an identical add to the same session is not stored twice
+    for question in ("How long is the warranty?", "What does the warranty cover?",
+                     "Is the warranty still valid after a year?", "保修期多长？",
+                     "Does the warranty include labour?"):
         memory.knowledge_base.recalled(lin.scope, "s1", [(kb.shared_scope, warranty.id),
                                                          (kb.shared_scope, shipping.id)],
                                        "how long is the warranty?")
-        lin.add([{"role": "user", "content": "How long is the warranty?"},
+        lin.add([{"role": "user", "content": question},
                  {"role": "assistant", "content": "It lasts 24 months from purchase, parts and "
                                                   "labour included."}], session_id="s1")
     counts = {c.doc_id: (c.recalled, c.used) for c in kb.chunks("warranty") + kb.chunks("ship")}
