@@ -81,7 +81,8 @@ def test_verbose_output_never_prints_escape_codes_from_stored_text(tmp_path):
     assert "\\x1b[2J" in runs[2].stdout  # shown, escaped: the reader sees what is stored
     hits = json.loads(runs[3].stdout)  # JSON output still decodes to the stored text
     assert any(h["text"] == hostile for h in hits)
-    assert "INFO memstrata" in runs[2].stderr and "INFO memstrata" in runs[1].stderr  # logs ran
+    # the logs ran: -vv logs the search with its text at DEBUG, -v the remember at INFO
+    assert "DEBUG memstrata.search:" in runs[2].stderr and "INFO memstrata" in runs[1].stderr
 
 
 def test_the_same_add_twice_is_stored_once(tmp_path):
