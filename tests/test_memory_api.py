@@ -69,6 +69,9 @@ def test_filters_kind_layer_session_time_tags_status(memory):
     memory.add([{"role": "user", "content": "we hiked the coastal trail", "created_at": T0}], "u", "s1")
     memory.add([{"role": "user", "content": "another coastal trail trip",
                  "created_at": T0 + timedelta(days=30)}], "u", "s2")
+    # the turns' extraction runs before the todo exists: a past event that shares a todo's
+    # words closes it, whenever the job happens to run (a known looseness, not this test's subject)
+    memory.flush()
     pref = memory.remember("loves the coastal trail", "u", kind="preference", tags=["outdoor"])
     todo = memory.remember("book the coastal trail cabin", "u", kind="todo")
     q = "coastal trail"
