@@ -16,18 +16,13 @@ from pathlib import Path
 
 import pytest
 from inspector_fixture import OPEN, close_clients, seed
+from browser_fixture import chromium_or_skip
 from service_fixture import LiveServer, serve_asgi
 
 from memstrata import Memory
 
-CHROMIUM = os.environ.get("MEMSTRATA_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = chromium_or_skip()
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "images"
-
-if not Path(CHROMIUM).exists():
-    why = f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)"
-    if os.environ.get("CI"):
-        raise RuntimeError(why)
-    pytest.skip(why, allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
                                                              "(pip install -e '.[dev]')")
 
