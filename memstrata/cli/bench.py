@@ -458,3 +458,22 @@ def train_ranker(data, workdir, datasets, memdaily_limit, l2, seed, embedder, em
                    f"{r['dense_r10']:.3f} | {r['ece']:.3f} |")
     click.echo("weights: " + json.dumps(report["weights"]))
     write_json(report, json_out)
+
+
+@bench.command()
+@click.option("--results", default="docs/results", show_default=True,
+              type=click.Path(file_okay=False),
+              help="The folder of JSON reports the benches wrote (--json), and published.json "
+                   "with the figures other retrievers published.")
+@click.option("--out", default="docs/images", show_default=True, type=click.Path(file_okay=False),
+              help="Where the charts are written (bench-*.svg; existing ones are replaced).")
+@handle_errors
+def plot(results, out) -> None:
+    """The benchmark charts of the docs (SVG): memstrata beside BM25-only, dense-only and the
+    published figures on each dataset, knowledge-base Hit@5, search latency and knowledge
+    updates, each drawn from its results files. A chart whose files are missing is skipped
+    and named; run from the repository root to refresh docs/images/."""
+    from ..bench.plot import plot as draw
+
+    written = draw(results, out, progress=click.echo)
+    click.echo(f"{len(written)} charts written to {out}")
