@@ -153,6 +153,27 @@ def test_a_stated_completion_closes_the_todo(e5, todo, done):
     assert e5.resume(user).open_todos == ()
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_statement_made_before_a_todo_existed_does_not_close_it(tmp_path, lang):
+    """Only a todo that was open when the completion was said is closed by it: a past
+    event said in September does not finish a todo set in November."""
+    past, todo, done = (("I renewed my passport last year.", "Remind me to renew my passport next week.",
+                         "I renewed my passport yesterday.") if lang == "en"
+                        else ("去年我续签了护照，已经续签好了。", "提醒我下周续签护照。", "护照已经续签好了。"))
+    # worker off: the turn's extraction runs at flush(), after the todo is remembered
+    with Memory(f"sqlite:///{tmp_path / 'm.db'}", worker="off") as memory:
+        memory.add([{"role": "user", "content": past, "created_at": OLD.isoformat()},
+                    {"role": "assistant", "content": "Nice.", "created_at": OLD.isoformat()}],
+                   "u", "s1")
+        memory.user("u").remember(todo, kind="todo")
+        memory.flush()
+        assert [i.content for i in active(memory, "u") if i.kind.value == "todo"] == [todo]
+        # said after the todo, the same words close it
+        memory.add([{"role": "user", "content": done}], "u", "s2")
+        memory.flush()
+        assert not [i for i in active(memory, "u") if i.kind.value == "todo"]
+
+
 @pytest.mark.parametrize("said, bad", [
     ("I barely write Java anymore.", r"barelies"),
     ("I sold the Corolla and bought a Tesla.", r"solds|boughts"),

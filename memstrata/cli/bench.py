@@ -346,8 +346,10 @@ def chat(memdaily, madial, limit, budget, embedder, embedding_cache, json_out) -
 
 
 @bench.command()
-@click.option("--half", default="held", show_default=True, type=click.Choice(["held", "dev", "all"]),
-              help="Which half of the change templates: the held-back one is the report.")
+@click.option("--half", default="held", show_default=True,
+              type=click.Choice(["held", "dev", "all", "unseen"]),
+              help="Which cases: the held-back half of the change templates (the report), the "
+                   "development half, both, or the hand-written unseen set.")
 @click.option("--k", default=10, show_default=True, help="Hits per question.")
 @click.option("--limit", type=int, default=None, help="Only the first N cases.")
 @click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
@@ -378,9 +380,10 @@ def updates(half, k, limit, embedder, store, longmemeval, lme_limit, embedding_c
     if longmemeval:
         lme = run_longmemeval_updates(longmemeval, limit=lme_limit, embedder=embedder,
                                       embedding_cache=embedding_cache)
-        click.echo(f"LongMemEval_S dev knowledge-update: {lme['questions']} questions, latest "
-                   f"evidence above the stale one (k={lme['k']}): "
-                   + ", ".join(f"{s} {v:.3f}" for s, v in lme["latest_above_stale"].items()))
+        click.echo(f"LongMemEval_S dev knowledge-update: {lme['questions']} questions, the asked-"
+                   f"about state's evidence above the other one (latest for a question about now, "
+                   f"k={lme['k']}): "
+                   + ", ".join(f"{s} {v:.3f}" for s, v in lme["asked_above_other"].items()))
         report["longmemeval"] = lme
     write_json(report, json_out)
 

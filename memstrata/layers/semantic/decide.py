@@ -251,12 +251,15 @@ def apply_decision(decision: Decision, candidate: Candidate, existing: MemoryIte
     """The item rows to write for a decision: changed old item first, then the new one.
 
     A superseded item keeps what replaced it and since when (``replaced_by``, ``until``:
-    ``said_at``, the time of the statement, else ``now``); the new item holds its value
-    ``since`` then. Retrieval reads them (:mod:`memstrata.retrieval.currency`)."""
+    ``said_at``, the time of the statement, else ``now``); every new item holds its
+    value ``since`` the time it was said, when that is known. Retrieval reads them
+    (:mod:`memstrata.retrieval.currency`)."""
     new = to_item(candidate, id=id, user_id=user_id, now=now, namespace=namespace,
                   session_id=session_id)
     if decision.action is Action.IGNORE:
         return ()
+    if said_at is not None:  # every fact holds from the time it was said
+        new = new.evolve(metadata={**new.metadata, "since": said_at.isoformat()})
     if decision.action is Action.ADD or existing is None:
         return (new,)
     if decision.action is Action.BOOST:

@@ -114,6 +114,16 @@ def _names(query: str, cand: Candidate) -> bool:
     return bool(words) and all(w in text for w in words)
 
 
+def _said(item: MemoryItem) -> datetime:
+    """When an item was said: the time of the turn that stated it (``since``), else when it
+    was written (an item remembered directly)."""
+    since = item.metadata.get("since")
+    try:
+        return datetime.fromisoformat(since) if isinstance(since, str) else item.created_at
+    except ValueError:
+        return item.created_at
+
+
 class _PipelineBackend(Lifecycle, MessageLog, ItemStore, JobQueue, SearchIndex, VectorCache, MetaStore,
                        Protocol):
     """What the write path needs of a store."""
@@ -352,9 +362,13 @@ class Pipeline:
                 # a stated completion or a past event ("I renewed my passport yesterday")
                 # closes the todo it shares its words with; a stated completion also the
                 # one it means, in either language ("护照已经续签好了")
-                todo = completes(cand, todos) if todos else None
-                if todo is None and said_done and todos:
-                    todo = self.slots.completes(cand, todos)
+                # only a todo that was open when the statement was made
+                said_when = max((t for m in cand.source_message_ids
+                                 if (t := (times or {}).get(m))), default=now)
+                before = [t for t in todos if _said(t) <= said_when]
+                todo = completes(cand, before) if before else None
+                if todo is None and said_done and before:
+                    todo = self.slots.completes(cand, before)
                 if todo is not None:  # "I already booked the dentist": that todo is done
                     todos.remove(todo)
                     new = todo.evolve(status=Status.DONE, updated_at=now,
