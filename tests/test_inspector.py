@@ -7,6 +7,7 @@ only its own user, state-changing requests need the CSRF token and this site's O
 from __future__ import annotations
 
 import html
+import html.parser
 
 import httpx
 import pytest
@@ -272,6 +273,85 @@ def test_every_word_the_templates_use_exists_in_both_languages():
     for op in ("create", "edit", "feedback", "status", "undo", "boost", "supersede", "delete"):
         assert version_label(op, "api") in WORDS
     assert all(en.strip() and zh.strip() and en != zh for en, zh in WORDS.values())
+
+
+def test_every_value_the_pages_show_has_both_languages():
+    from memstrata.layers.semantic.profiles import PROFILE_FIELDS
+    from memstrata.server.ui import views
+    from memstrata.server.ui.i18n import WORDS, value_translator
+    from memstrata.sessions import STATUSES
+    from memstrata.stores.base import ROLES
+    from memstrata.types import Kind, Layer, Role, Status
+
+    groups = {"kind": [k.value for k in Kind], "status": [s.value for s in Status],
+              "layer": [x.value for x in Layer], "role": [r.value for r in Role],
+              "session": list(STATUSES), "keyrole": list(ROLES), "field": list(PROFILE_FIELDS),
+              "recall": ["auto", "light", "deep"], "job": ["pending", "running", "done", "failed"],
+              "jobkind": ["extract", "maintain", "profile", "summarise", "consolidate"],
+              "itemfield": list(views._SHOWN),
+              "ctx": ["system", "profile", "summary", "memories", "knowledge", "recent"],
+              "summary": ["goal", "decisions", "done", "open_questions", "constraints"]}
+    missing = [f"{g}.{v}" for g, values in groups.items() for v in values if f"{g}.{v}" not in WORDS]
+    assert not missing, missing
+    v = value_translator("zh")
+    assert (v("kind", "fact"), v("status", "active"), v("field", "current")) == ("事实", "有效", "正在做的事")
+    assert v("kind", "Works <b>") == "Works <b>" and v("kind", None) == ""  # stored text as it is
+
+
+class _Text(html.parser.HTMLParser):
+    """The words a person sees: text outside code, pre and textarea, and the labels
+    screen readers read (aria-label, placeholder)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("code", "pre", "textarea", "script", "style"):
+            self._skip += 1
+        self.words += [value for name, value in attrs if name in ("aria-label", "placeholder") and value]
+
+    def handle_endtag(self, tag):
+        if tag in ("code", "pre", "textarea", "script", "style"):
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if not self._skip and data.strip():
+            self.words.append(data.strip())
+
+
+def test_the_chinese_pages_show_no_english_labels(live):
+    import re
+
+    from memstrata.server.ui.i18n import WORDS
+
+    made = seed(live, "zh-check", "max")  # a tenant of its own: its document is not acme's
+    assert made.api.post("/v1/kb/documents", json={"doc_id": "zh-check.md", "title": "Check",
+                                                    "content": "# One\n\nA line."}).status_code == 201
+    admin = login(live, live.key("zh-check", "admin"), **{"Accept-Language": "zh-CN,zh;q=0.9"})
+    english = {en for en, _ in WORDS.values()} | {key.partition(".")[2] for key in WORDS if "." in key}
+    english |= {"id", "title", "source", "format", "last reviewed", "heading", "purpose", "failures",
+                "n", "attempts", "error / result", "target", "writes", "k", "people", "pages",
+                "subject · attribute · value"}
+    english -= {"English"}  # the language switch names each language in itself
+    item = made.item["id"]
+    pages = ["/ui/users", "/ui/users/max/about", "/ui/users/max", "/ui/users/max/items",
+             "/ui/users/max/items?layer=episodic", f"/ui/users/max/items/{item}",
+             f"/ui/users/max/items/{item}/forget", "/ui/users/max/search?q=Go", "/ui/users/max/sessions",
+             "/ui/users/max/sessions/s1", "/ui/users/max/sessions/s1/forget", "/ui/kb",
+             "/ui/kb/zh-check.md", "/ui/ops"]
+    left: dict[str, list[str]] = {}
+    for path in pages:
+        page = admin.get(path)
+        assert page.status_code == 200, (path, page.status_code)
+        assert '<html lang="zh-CN">' in page.text
+        parser = _Text()
+        parser.feed(page.text)
+        words = {re.sub(r"\s*\(\d+\)$|[:：]$", "", w).strip() for w in parser.words}
+        if found := sorted(words & english):
+            left[path] = found
+    assert left == {}, left
 
 
 def test_operations_and_knowledge_pages(live, lin):

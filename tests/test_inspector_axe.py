@@ -38,7 +38,10 @@ def live(tmp_path_factory):
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "images"
 #: the page names of docs/inspector.md's screenshot table, in its order
 NAMES = ("login", "users", "about", "overview", "items", "item", "item-forget", "search", "sessions",
-         "session", "session-forget", "kb", "ops")
+         "session", "session-forget", "kb", "document", "ops")
+
+
+DOCUMENT = "returns.md"
 
 
 def _pages(live, made) -> list[str]:
@@ -47,7 +50,7 @@ def _pages(live, made) -> list[str]:
             f"/ui/users/{user}/items/{item}", f"/ui/users/{user}/items/{item}/forget",
             f"/ui/users/{user}/search?q=Go", f"/ui/users/{user}/sessions",
             f"/ui/users/{user}/sessions/{made.session_id}", f"/ui/users/{user}/sessions/{made.session_id}/forget",
-            "/ui/kb", "/ui/ops"]
+            "/ui/kb", f"/ui/kb/{DOCUMENT}", "/ui/ops"]
 
 
 def test_docs_show_every_page_in_both_languages():
@@ -60,6 +63,11 @@ def test_docs_show_every_page_in_both_languages():
 
 def test_no_serious_violations_on_any_page_in_either_language(live):
     made = seed(live, "acme", "lin")
+    with live.client(live.key("acme", "app")) as app:  # a knowledge-base document, both languages
+        r = app.post("/v1/kb/documents", json={
+            "doc_id": DOCUMENT, "title": "Returns policy / 退货政策",
+            "content": "# Returns\n\nReturns are free within 30 days.\n\n# 退货\n\n30 天内退货免运费。"})
+        assert r.status_code == 201, r.text
     token = live.key("acme", "admin")
     found: dict[str, list[str]] = {}
     scanned: list[str] = []
@@ -98,5 +106,5 @@ def test_no_serious_violations_on_any_page_in_either_language(live):
                     page.wait_for_url("**/ui/users**")
             context.close()
         browser.close()
-    assert len(scanned) == 2 * 13
+    assert len(scanned) == 2 * len(NAMES)
     assert found == {}, "\n".join(f"{k}: {v}" for k, v in found.items())

@@ -25,7 +25,7 @@ from ...errors import AuthenticationError, MemstrataError, ValidationError
 from ...user import UserMemory
 from ..auth import service
 from ..errors import error_body, status_of
-from .i18n import LANGUAGES, WORDS, language, translator
+from .i18n import LANGUAGES, WORDS, language, translator, value_translator
 from .session import UiSession, check_csrf, read_session
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ class Ui:
         self.session = session
         self.lang = language(request)
         self.t = translator(self.lang)
+        self.v = value_translator(self.lang)
 
     @property
     def who(self) -> Any:
@@ -108,7 +109,7 @@ class Ui:
         twin = path + ("?" + query + "&" if query else "?") + "format=json"
         flash = self.request.query_params.get("msg")
         return env.get_template(template).render(
-            t=self.t, lang=self.lang, languages=LANGUAGES, here=here,
+            t=self.t, v=self.v, lang=self.lang, languages=LANGUAGES, here=here,
             twin=twin, who=self.who if self.session else None,
             csrf=self.session.csrf if self.session else "",
             flash=flash if flash in WORDS else None, **context)

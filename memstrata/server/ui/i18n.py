@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from fastapi import Request
 
-__all__ = ["LANGUAGES", "language", "translator", "WORDS"]
+__all__ = ["LANGUAGES", "language", "translator", "value_translator", "WORDS"]
 
 LANGUAGES = ("en", "zh")
 
@@ -17,10 +17,12 @@ WORDS: dict[str, tuple[str, str]] = {
     "skip": ("Skip to content", "跳到正文"),
     "login": ("Log in", "登录"),
     "logout": ("Log out", "退出"),
-    "login_intro": ("Paste an API key (msk_…). The key stays on the server; your browser "
-                    "gets a session cookie.",
-                    "粘贴 API 密钥（msk_…）。密钥留在服务器上，浏览器只得到一个会话 cookie。"),
-    "api_key": ("API key", "API 密钥"),
+    "login_intro": ("Paste the key you were given (it starts with msk_) to see what is remembered "
+                    "about you and to correct it. This browser stays signed in for 12 hours; the key "
+                    "itself is not kept in the browser.",
+                    "粘贴你拿到的密钥（以 msk_ 开头），就能查看我记得的关于你的事，并改正它。"
+                    "这个浏览器会保持登录 12 小时；密钥本身不会存进浏览器。"),
+    "api_key": ("Your key", "你的密钥"),
     "users": ("Users", "用户"),
     "overview": ("Overview", "概览"),
     "about": ("About me", "关于我"),
@@ -172,6 +174,88 @@ WORDS: dict[str, tuple[str, str]] = {
     "op_forgotten": ("forgotten", "被忘记"),
     "op_undone": ("undone", "撤销"),
     "op_profile": ("profile edited", "画像编辑"),
+    "pages_nav": ("Pages", "翻页"),
+    "k_hits": ("Hits (k)", "条数 (k)"),
+    "people": ("People", "身边的人"),
+    "slot": ("Subject · attribute · value", "主体 · 属性 · 值"),
+    "id": ("Id", "编号"),
+    "title": ("Title", "标题"),
+    "source": ("Source", "来源"),
+    "format": ("Format", "格式"),
+    "last_reviewed": ("Last reviewed", "上次审阅"),
+    "heading": ("Heading", "章节"),
+    "purpose": ("Purpose", "用途"),
+    "failures": ("Failures", "失败次数"),
+    "count": ("Count", "次数"),
+    "user": ("User", "用户"),
+    "attempts": ("Attempts", "尝试次数"),
+    "error_or_result": ("Error / result", "错误 / 结果"),
+    "target": ("Target", "对象"),
+    "writes": ("Writes", "写入次数"),
+    # values shown on the pages, by group (v('kind', item.kind)); a value not listed shows as is
+    "kind.fact": ("fact", "事实"),
+    "kind.preference": ("preference", "偏好"),
+    "kind.instruction": ("instruction", "要求"),
+    "kind.todo": ("todo", "待办"),
+    "kind.event": ("event", "经历"),
+    "status.active": ("active", "有效"),
+    "status.superseded": ("superseded", "已被取代"),
+    "status.inactive": ("inactive", "已淡出"),
+    "status.done": ("done", "已完成"),
+    "status.all": ("all", "全部"),
+    "layer.semantic": ("semantic", "记忆条目"),
+    "layer.episodic": ("episodic", "对话原文"),
+    "layer.knowledge": ("knowledge", "知识库"),
+    "role.user": ("user", "用户"),
+    "role.assistant": ("assistant", "助手"),
+    "role.tool": ("tool", "工具"),
+    "role.system": ("system", "系统"),
+    "session.open": ("open", "进行中"),
+    "session.closed": ("closed", "已结束"),
+    "session.archived": ("archived", "已归档"),
+    "recall.auto": ("auto", "自动"),
+    "recall.light": ("light", "轻量"),
+    "recall.deep": ("deep", "深入"),
+    "field.name": ("Name", "姓名"),
+    "field.role": ("Role", "角色"),
+    "field.language": ("Language", "语言"),
+    "field.goals": ("Goals", "目标"),
+    "field.current": ("Working on now", "正在做的事"),
+    "field.preferences": ("Preferences", "偏好"),
+    "itemfield.content": ("content", "内容"),
+    "itemfield.kind": ("kind", "类型"),
+    "itemfield.status": ("status", "状态"),
+    "itemfield.subject": ("subject", "主体"),
+    "itemfield.attribute": ("attribute", "属性"),
+    "itemfield.value": ("value", "值"),
+    "itemfield.confidence": ("confidence", "置信度"),
+    "itemfield.importance": ("importance", "重要性"),
+    "itemfield.tags": ("tags", "标签"),
+    "itemfield.supersedes": ("supersedes", "取代了"),
+    "ctx.system": ("system", "系统提示"),
+    "ctx.profile": ("profile", "画像"),
+    "ctx.summary": ("summary", "会话摘要"),
+    "ctx.memories": ("memories", "记忆"),
+    "ctx.knowledge": ("knowledge", "知识库"),
+    "ctx.recent": ("recent", "最近的对话"),
+    "job.pending": ("pending", "排队中"),
+    "job.running": ("running", "运行中"),
+    "job.done": ("done", "已完成"),
+    "job.failed": ("failed", "失败"),
+    "jobkind.extract": ("extract", "提取记忆"),
+    "jobkind.maintain": ("maintain", "维护"),
+    "jobkind.profile": ("profile", "更新画像"),
+    "jobkind.summarise": ("summarise", "会话摘要"),
+    "jobkind.consolidate": ("consolidate", "整合"),
+    "keyrole.admin": ("admin", "管理员"),
+    "keyrole.app": ("app", "应用"),
+    "keyrole.read-only": ("read-only", "只读"),
+    "keyrole.end-user": ("end user", "本人"),
+    "summary.goal": ("Goal", "目标"),
+    "summary.decisions": ("Decisions", "决定"),
+    "summary.done": ("Done", "已完成"),
+    "summary.open_questions": ("Open questions", "待解决的问题"),
+    "summary.constraints": ("Constraints", "约束"),
 }
 
 
@@ -201,3 +285,15 @@ def translator(lang: str) -> Callable[[str], str]:
     word shows, not an empty label)."""
     index = LANGUAGES.index(lang)
     return lambda key: WORDS[key][index] if key in WORDS else key
+
+
+def value_translator(lang: str) -> Callable[[str, object], str]:
+    """``v(group, value)``: a value from a fixed vocabulary (an item's kind or status, a
+    layer, a role, a profile field…) in ``lang``; any other value — stored text, an id —
+    as it is."""
+    index = LANGUAGES.index(lang)
+
+    def v(group: str, value: object) -> str:
+        word = WORDS.get(f"{group}.{value}")
+        return word[index] if word else "" if value is None else str(value)
+    return v
