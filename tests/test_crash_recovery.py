@@ -112,14 +112,17 @@ def test_a_dead_holder_is_taken_back_without_waiting_for_its_lease(store_url):
 def test_a_long_job_keeps_its_lease_through_heartbeats(store_url):
     with open_store(store_url) as store:
         store.enqueue_job(Scope("lin"), "slow", {})
-        other = Worker(store, {}, lease_s=0.3)
+        # leases of 1.5 s, renewed every 0.5 s: a heartbeat thread that a busy machine
+        # stalls for a lease (0.3 s leases failed a cold CI run at load 2 on 2 cores) is
+        # not what this test is about
+        other = Worker(store, {}, lease_s=1.5)
 
         def slow(job):
-            time.sleep(1.2)  # four leases long
-            assert other.store.claim_job(other.name, 0.3) is None  # still held: renewed
+            time.sleep(4.5)  # three leases long
+            assert other.store.claim_job(other.name, 1.5) is None  # still held: renewed
             store.finish_job(job)
 
-        worker = Worker(store, {"slow": slow}, lease_s=0.3)
+        worker = Worker(store, {"slow": slow}, lease_s=1.5)
         assert worker.run_once() is not None
         assert [j.status for j in store.list_jobs()] == ["done"]
 
