@@ -27,6 +27,7 @@ from ..auth import service
 from ..errors import error_body, status_of
 from .i18n import LANGUAGES, WORDS, language, translator, value_translator
 from .session import UiSession, check_csrf, read_session
+from .views import second_person
 
 if TYPE_CHECKING:
     from ..app import Service
@@ -51,6 +52,7 @@ HEADERS = {
 
 env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
                   trim_blocks=True, lstrip_blocks=True)
+env.filters["to_you"] = second_person  # a memory about "User" said to the person
 
 
 def wants_json(request: Request) -> bool:

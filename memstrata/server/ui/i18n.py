@@ -100,12 +100,13 @@ WORDS: dict[str, tuple[str, str]] = {
     "forget_now": ("Forget for good", "永久忘记"),
     "cancel": ("Cancel", "取消"),
     "forget_title": ("This will be erased", "以下内容将被永久删除"),
-    "forget_intro": ("Nothing of it can be recovered: rows, every version, index entries and "
-                     "vectors go.", "删除后无法恢复：数据行、所有版本、索引条目和向量都会删除。"),
+    "forget_intro": ("Once forgotten, nothing of it can be brought back: what is listed below, every "
+                     "earlier version of it and every copy kept for searching are erased.",
+                     "忘记后无法恢复：下面列出的内容、它们以前的所有版本，以及为检索保存的所有副本都会被删除。"),
     "also_turns": ("Also the conversation turns it came from", "同时删除它来源的对话"),
     "also_items": ("Also the memories extracted from these turns", "同时删除从这些对话中提取的记忆"),
     "erase_items": ("Memory items", "记忆条目"),
-    "erase_versions": ("versions", "个版本"),
+    "erase_versions": ("version(s)", "个版本"),
     "erase_turns": ("Conversation turns", "对话消息"),
     "erase_shrunk": ("Kept: other sessions say it too (only those remain its source)",
                      "保留：其他会话也说过（来源只剩那些会话）"),
