@@ -34,7 +34,6 @@ import time
 from collections.abc import Generator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import httpx
 
@@ -47,6 +46,7 @@ from .requests import ContextRequest, SearchRequest
 from .retrieval.search import SearchResult
 from .sessions import SessionState
 from .stores.base import Job, ProfileVersion, SessionInfo, SessionRecord
+from .ids import segment
 from .types import Filters, ItemVersion, Kind, MemoryItem, Message, Scope, SearchHit, check_id
 from .usage import UsageReport
 from .user import SURFACE, AddResult, UserMemory
@@ -54,9 +54,15 @@ from .user import SURFACE, AddResult, UserMemory
 __all__ = ["Client", "AsyncClient", "RemoteUserMemory", "AsyncRemoteUserMemory"]
 
 
-def _quote(part: str) -> str:
-    """A path segment: every byte but letters, digits and ``_.-~`` escaped."""
-    return quote(part, safe="")
+def _quote(part: str, what: str = "item_id") -> str:
+    """A path segment: a valid id (refused here as the server would refuse it — and so
+    that '.' or '..' never reach a URL, where the client would resolve them to another
+    route), every byte but letters, digits and ``_.-~`` escaped."""
+    return segment(part, what)
+
+
+def _sid(session_id: str) -> str:
+    return _quote(session_id, "session_id")
 
 
 _PAGE = 1000
@@ -166,7 +172,7 @@ class _UserFlows:
 
     def __init__(self, user_id: str) -> None:
         self.user_id = user_id
-        self.base = f"/v1/users/{_quote(user_id)}"
+        self.base = f"/v1/users/{_quote(user_id, 'user_id')}"
 
     def _one(self, method: str, path: str = "", **kwargs: Any) -> _Req:
         return _Req(method, self.base + path, kwargs)
@@ -192,7 +198,7 @@ class _UserFlows:
                          replayed=bool(body.get("replayed", False)))
 
     def messages(self, session_id: str) -> Flow[builtins.list[Message]]:
-        rows = yield from _pages(f"{self.base}/sessions/{_quote(session_id)}/messages")
+        rows = yield from _pages(f"{self.base}/sessions/{_sid(session_id)}/messages")
         return [Message.from_dict(m) for m in rows]
 
     def sessions(self) -> Flow[builtins.list[SessionInfo]]:
@@ -200,7 +206,7 @@ class _UserFlows:
         return [SessionRecord.from_dict(s) for s in rows]
 
     def session(self, session_id: str) -> Flow[SessionState]:
-        return SessionState.from_dict((yield self._one("GET", f"/sessions/{_quote(session_id)}")))
+        return SessionState.from_dict((yield self._one("GET", f"/sessions/{_sid(session_id)}")))
 
     def remember(self, content: str, kind: "Kind | str", subject: str | None, attribute: str | None,
                  value: str | None, confidence: float, importance: float, tags: Any,
@@ -286,7 +292,7 @@ class _UserFlows:
         return SearchResult.from_dict((yield self._one("POST", "/search/explain", json=body)))
 
     def archive_session(self, session_id: str) -> Flow[SessionState]:
-        return SessionState.from_dict((yield self._one("POST", f"/sessions/{_quote(session_id)}/archive")))
+        return SessionState.from_dict((yield self._one("POST", f"/sessions/{_sid(session_id)}/archive")))
 
     def resume(self, exclude_session: str | None) -> Flow[Resume]:
         params = {"exclude_session": exclude_session} if exclude_session is not None else {}

@@ -11,7 +11,6 @@ serialisation. Times are timezone-aware UTC datetimes.
 from __future__ import annotations
 
 import json
-import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -20,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 from .errors import ValidationError, with_article
+from .ids import MAX_ID_CHARS, check_id
 from .text import clip, detect_language
 
 __all__ = [
@@ -119,9 +119,6 @@ def parse_time(value: Any, *, what: str = "time") -> datetime:
                           f"not {type(value).__name__}")
 
 
-MAX_ID_CHARS = 256
-
-
 def check_text(value: str, what: str) -> str:
     """``value`` if it can be stored as UTF-8 (no lone surrogate, which Python strings
     may hold and no database can store); ValidationError otherwise."""
@@ -131,29 +128,6 @@ def check_text(value: str, what: str) -> str:
         raise ValidationError(f"{what} holds a lone surrogate ({value[exc.start]!r} at "
                               f"position {exc.start}), which is not Unicode text; decode "
                               "the input with errors='replace'") from None
-    return value
-
-
-#: The first character of ids memstrata makes for itself (a knowledge base's scope): a
-#: control character, which no id a caller passes may hold, so the two never meet.
-RESERVED_ID_MARK = "\x1f"
-
-
-def check_id(value: Any, what: str, *, empty: bool = False, reserved: bool = False) -> str:
-    """``value`` if it is a valid id: a string of at most 256 characters, not blank
-    (unless ``empty``), without control characters (NUL, line breaks, tabs, DEL, C1) or
-    lone surrogates — so no two ids can join into the same internal key. ``reserved``
-    also allows memstrata's own ids (starting with :data:`RESERVED_ID_MARK`)."""
-    if not isinstance(value, str) or (not empty and not value.strip()):
-        raise ValidationError(f"{what} must be a non-empty string, got {value!r}")
-    if len(value) > MAX_ID_CHARS:
-        raise ValidationError(f"{what} is {len(value)} characters; ids are at most {MAX_ID_CHARS}")
-    start = 1 if reserved and value.startswith(RESERVED_ID_MARK) else 0
-    bad = next((i for i, c in enumerate(value) if i >= start
-                and unicodedata.category(c) in ("Cc", "Cs")), None)
-    if bad is not None:
-        raise ValidationError(f"{what} {value[:40]!r} holds a control character "
-                              f"({value[bad]!r} at position {bad}); ids are printable text")
     return value
 
 

@@ -90,7 +90,9 @@ def test_keys_hash_the_secret_and_check_the_role(tmp_path):
         keys.revoke(made.key.id)
         with pytest.raises(errors.AuthenticationError, match="unknown or revoked"):
             keys.authenticate(made.token)
-        for tenant, role, user in (("", "app", None), ("a b", "app", None), ("acme", "root", None),
+        # a tenant is its users' namespace: the one id rule (memstrata.ids), so "a b" is fine
+        for tenant, role, user in (("", "app", None), ("a/b", "app", None), ("..", "app", None),
+                                   ("a\x00b", "app", None), ("acme", "root", None),
                                    ("acme", "end-user", None), ("acme", "app", "lin")):
             with pytest.raises(errors.ValidationError):
                 keys.create(tenant, role, user_id=user)

@@ -21,6 +21,7 @@ RANKS: dict[str, float] = {
     "memstrata.errors": 0,
     "memstrata.text": 1,
     "memstrata.quoting": 1.5,  # the one quoting function for prompts (pure, stdlib only)
+    "memstrata.ids": 1.6,  # the one rule for a valid id (pure, stdlib only)
     "memstrata.types": 2,
     "memstrata.config": 2,
     "memstrata.tokens": 3,

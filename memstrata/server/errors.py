@@ -121,6 +121,11 @@ def install(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
+        if exc.status_code in (404, 405) and b"%2f" in request.scope.get("raw_path", b"").lower():
+            # the server decoded the path before routing: an id with '/' split it in two
+            return JSONResponse(error_body(422, "ValidationError", "a path segment holds an escaped "
+                                           "'/' (%2F): ids may not hold '/' (see memstrata.ids)",
+                                           _request_id(request)), status_code=422)
         return JSONResponse(error_body(exc.status_code, "HTTPError", str(exc.detail),
                                        _request_id(request)),
                             status_code=exc.status_code, headers=getattr(exc, "headers", None))

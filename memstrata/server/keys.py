@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from ..errors import AuthenticationError, ValidationError
 from ..stores.base import ROLES, AdminStore, ApiKey
+from ..ids import check_id
 from ..types import Scope, utcnow
 
 __all__ = ["Keys", "NewKey", "ROLES", "hash_secret"]
 
 _KEY = re.compile(r"^msk_([0-9a-f]{16})_([A-Za-z0-9_-]{20,})$")
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 def hash_secret(secret: str) -> str:
@@ -46,9 +46,7 @@ class Keys:
                rate_limit: int | None = None, created_by: str | None = None) -> NewKey:
         """A new key of ``tenant`` with ``role``; ``user_id`` is required for (and only
         allowed with) the ``end-user`` role."""
-        if not isinstance(tenant, str) or not _TENANT.match(tenant):
-            raise ValidationError(f"tenant must be 1-63 letters, digits, '.', '_' or '-' "
-                                  f"(starting with a letter or digit), not {tenant!r}")
+        check_id(tenant, "tenant")  # the tenant is the users' namespace: the same rule
         if role not in ROLES:
             raise ValidationError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         if (role == "end-user") != (user_id is not None):

@@ -7,7 +7,8 @@ Tools: ``add_messages``, ``remember``, ``search``, ``get_context``, ``update_mem
 resource: ``memstrata://profile``. The tools take
 no user id: over stdio the process serves the one user named by ``--user``; over HTTP
 the API key decides — an end-user key is its user, any other key names the user in the
-``X-Memstrata-User`` header — and the key's role and tenant apply as on every REST call
+``X-Memstrata-User`` header (percent-encoded UTF-8: :func:`memstrata.ids.from_header`)
+— and the key's role and tenant apply as on every REST call
 (mutations are audited).
 """
 
@@ -24,6 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from .. import __version__
 from ..errors import MemstrataError, ValidationError
+from ..ids import from_header
 from ..stores.base import AuditEntry
 from ..types import utcnow
 from ..user import UserMemory
@@ -194,7 +196,8 @@ def service_resolver(service: "Service") -> Resolver:
         who: Principal | None = request.scope.get("memstrata.principal") if request is not None else None
         if request is None or who is None:
             raise MemstrataError("MCP call without an authenticated key")
-        user_id = who.key.user_id if who.role == "end-user" else request.headers.get(USER_HEADER)
+        user_id = who.key.user_id if who.role == "end-user" else from_header(
+            request.headers.get(USER_HEADER), USER_HEADER)
         if not user_id:
             raise ValidationError(f"name the user in the {USER_HEADER} header (or use an "
                                   "end-user key)")
@@ -209,7 +212,11 @@ def service_auditor(service: "Service") -> Auditor:
         who: Principal | None = request.scope.get("memstrata.principal") if request is not None else None
         if request is None or who is None:
             return  # unauthenticated: McpEndpoint answered 401 before any tool ran
-        user_id = who.key.user_id if who.role == "end-user" else request.headers.get(USER_HEADER)
+        try:
+            user_id = who.key.user_id if who.role == "end-user" else from_header(
+                request.headers.get(USER_HEADER), USER_HEADER)
+        except ValidationError:  # refused for its user id: the entry names none
+            user_id = None
         entry = AuditEntry(utcnow(), who.tenant, who.key.id, who.role, action, "POST", "/mcp",
                            status, user_id=user_id or None, target=target)
         await anyio.to_thread.run_sync(service.memory.store.append_audit, entry)

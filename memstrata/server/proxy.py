@@ -1,15 +1,15 @@
 """The OpenAI-compatible memory proxy: ``POST /v1/chat/completions``.
 
 Point any OpenAI client at the service instead of the model: the proxy finds the user
-(the ``X-Memstrata-User`` header, else the body's ``user`` field; an end-user key is
-always its own user), replaces ``messages`` with :meth:`~memstrata.UserMemory.context`
-under the ``proxy_budget`` (profile, session summary, recalled memories, the recent
-turns), forwards the request — every other field untouched, ``tools`` and ``stream``
-included — to the ``upstream``, and returns the upstream's answer byte for byte (its
-status too). Once the answer is complete it stores the turn: the messages after the
-request's last assistant message (the new user turn, or the tool results) and the
-answer (content and tool calls). A failed upstream call (not 2xx: a redirect is no
-success) stores nothing.
+(the ``X-Memstrata-User`` header, percent-encoded UTF-8, else the body's ``user`` field;
+an end-user key is always its own user), replaces ``messages`` with
+:meth:`~memstrata.UserMemory.context` under the ``proxy_budget`` (profile, session
+summary, recalled memories, the recent turns), forwards the request — every other field
+untouched, ``tools`` and ``stream`` included — to the ``upstream``, and returns the
+upstream's answer byte for byte (its status too). Once the answer is complete it stores
+the turn: the messages after the request's last assistant message (the new user turn, or
+the tool results) and the answer (content and tool calls). A failed upstream call (not
+2xx: a redirect is no success) stores nothing.
 
 The caller always gets what the upstream answered, whatever memstrata makes of it: an
 answer it cannot read (not JSON, no ``choices``, odd types) or cannot store (a value
@@ -38,6 +38,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from ..errors import (MemstrataError, PermissionDeniedError, ProviderError, ProviderTimeoutError,
                       ValidationError, mask_credentials)
+from ..ids import from_header
 from ..stores import safe_url
 from ..user import UserMemory
 from .auth import CurrentPrincipal
@@ -168,7 +169,7 @@ def _answer(content: bytes) -> tuple[dict[str, Any] | None, Any]:
 
 
 def _user(request: Request, who: CurrentPrincipal, body: dict[str, Any], header: str) -> str:
-    named = request.headers.get(header) or body.get("user")
+    named = from_header(request.headers.get(header), header) or body.get("user")
     if who.role == "end-user":
         if named and named != who.key.user_id:
             raise PermissionDeniedError("this end-user key belongs to another user id")
@@ -232,7 +233,7 @@ async def chat_completions(request: Request, who: CurrentPrincipal, svc: Svc,
     user_id = _user(request, who, body, settings.proxy_user_header)
     request.scope["memstrata.user"] = user_id  # for the audit entry
     handle = who.user(svc, user_id, write=True)
-    session_id = request.headers.get(SESSION_HEADER) or "proxy"
+    session_id = from_header(request.headers.get(SESSION_HEADER), SESSION_HEADER) or "proxy"
     turn = turn_to_store(messages)
     context = await anyio.to_thread.run_sync(
         lambda: handle.context(session_id, messages, budget=settings.proxy_budget))

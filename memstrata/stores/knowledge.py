@@ -35,13 +35,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ..errors import NotFoundError
-from ..types import RESERVED_ID_MARK, Scope, dumps
+from ..ids import RESERVED_ID_MARK
+from ..types import Scope, dumps
 
 __all__ = ["KnowledgeDocument", "KnowledgeChunk", "KnowledgeRecall", "KnowledgeStore",
            "KnowledgeRows", "kb_scope", "is_kb_scope", "KB_USER"]
 
 #: The user id of a namespace's shared knowledge base. It starts with the unit separator
-#: (:data:`~memstrata.types.RESERVED_ID_MARK`), which a caller's id may not hold.
+#: (:data:`~memstrata.ids.RESERVED_ID_MARK`), which a caller's id may not hold.
 KB_USER = RESERVED_ID_MARK + "kb"
 
 

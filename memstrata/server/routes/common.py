@@ -7,15 +7,19 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Query, Request
 
+from ...ids import ID_PATTERN, MAX_ID_CHARS
 from ..app import Service
 from ..auth import CurrentPrincipal, service
 
-__all__ = ["UserId", "Limit", "Offset", "Svc", "page", "CurrentPrincipal", "to_dicts", "audit_target"]
+__all__ = ["UserId", "SessionId", "Limit", "Offset", "Svc", "page", "CurrentPrincipal", "to_dicts",
+           "audit_target"]
 
-UserId = Annotated[str, Path(description="The end user's id (within the key's tenant): at most "
-                                         "256 characters, no control characters",
-                             examples=["lin"], max_length=256,
-                             pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")]
+_RULE = ("1-256 characters, no control characters, no '/', at least one character other "
+         "than spaces and dots (memstrata.ids); percent-encoded in the path")
+UserId = Annotated[str, Path(description=f"The end user's id (within the key's tenant): {_RULE}",
+                             examples=["lin"], max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+SessionId = Annotated[str, Path(description=f"The session's id: {_RULE}", examples=["s1"],
+                                max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
 Limit = Annotated[int | None, Query(ge=1, le=1000, description="Page size (default: the "
                                                              "page_size setting)")]
 Offset = Annotated[int, Query(ge=0, le=10**12,

@@ -12,7 +12,7 @@ from pydantic import Field
 from ..schemas import JsonObject, _Out
 from ..ui.erase import erase_session, plan_item, plan_session
 from ..ui.views import timeline
-from .common import CurrentPrincipal, Svc, UserId
+from .common import CurrentPrincipal, Svc, SessionId, UserId
 
 router = APIRouter(prefix="/v1/users/{user_id}")
 
@@ -120,7 +120,7 @@ def item_erasure(user_id: UserId, item_id: str, who: CurrentPrincipal, svc: Svc,
 
 @router.get("/sessions/{session_id}/erasure", response_model=ErasureOut, tags=["sessions"],
             name="sessions.erasure", summary="What forgetting the session's turns would erase")
-def session_erasure(user_id: UserId, session_id: str, who: CurrentPrincipal, svc: Svc,
+def session_erasure(user_id: UserId, session_id: SessionId, who: CurrentPrincipal, svc: Svc,
                     items: Annotated[bool, Query(description="With the items extracted from them")]
                     = False) -> dict[str, Any]:
     return plan_session(who.user(svc, user_id, write=False), session_id, items=items).to_dict()
@@ -128,7 +128,7 @@ def session_erasure(user_id: UserId, session_id: str, who: CurrentPrincipal, svc
 
 @router.delete("/sessions/{session_id}/messages", response_model=ErasedOut, tags=["sessions"],
                name="sessions.forget", summary="Forget a session's turns (and its summary)")
-def forget_session(user_id: UserId, session_id: str, who: CurrentPrincipal, svc: Svc,
+def forget_session(user_id: UserId, session_id: SessionId, who: CurrentPrincipal, svc: Svc,
                    items: Annotated[bool, Query(description="Also the items extracted from them")]
                    = False, digest: Digest = None) -> dict[str, Any]:
     """Every raw turn of the session — rows, index entries, cached vectors — and the
@@ -141,7 +141,7 @@ def forget_session(user_id: UserId, session_id: str, who: CurrentPrincipal, svc:
 
 @router.get("/sessions/{session_id}/summaries", response_model=SummaryVersionsOut, tags=["sessions"],
             name="sessions.summaries", summary="The session's progressive summary, v1…vN")
-def session_summaries(user_id: UserId, session_id: str, who: CurrentPrincipal,
+def session_summaries(user_id: UserId, session_id: SessionId, who: CurrentPrincipal,
                       svc: Svc) -> dict[str, Any]:
     """Every summary step, oldest first: its version, the messages ``[range_start,
     range_end)`` it folded in, and the summary as it then read (kept by the main store's

@@ -12,7 +12,7 @@ from ...requests import ContextRequest, SearchRequest
 from ...stores.transfer import export_jsonl
 from ...types import parse_time
 from .. import schemas as s
-from .common import CurrentPrincipal, Limit, Offset, Svc, UserId, audit_target, page, to_dicts
+from .common import CurrentPrincipal, Limit, Offset, Svc, SessionId, UserId, audit_target, page, to_dicts
 
 router = APIRouter(prefix="/v1/users/{user_id}")
 
@@ -47,14 +47,14 @@ def list_sessions(user_id: UserId, who: CurrentPrincipal, svc: Svc, limit: Limit
 
 @router.get("/sessions/{session_id}", response_model=s.SessionStateOut, tags=["sessions"],
             name="sessions.get")
-def get_session(user_id: UserId, session_id: str, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
+def get_session(user_id: UserId, session_id: SessionId, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
     """A session's state: version, status, running summary, recent messages."""
     return who.user(svc, user_id, write=False).session(session_id).to_dict()
 
 
 @router.get("/sessions/{session_id}/messages", response_model=s.MessagePage, tags=["sessions"],
             name="sessions.messages")
-def list_messages(user_id: UserId, session_id: str, who: CurrentPrincipal, svc: Svc,
+def list_messages(user_id: UserId, session_id: SessionId, who: CurrentPrincipal, svc: Svc,
                   limit: Limit = None, offset: Offset = 0) -> dict[str, Any]:
     """A session's raw log in order."""
     limit = limit or svc.settings.page_size
@@ -64,7 +64,8 @@ def list_messages(user_id: UserId, session_id: str, who: CurrentPrincipal, svc: 
 
 @router.post("/sessions/{session_id}/archive", response_model=s.SessionStateOut, tags=["sessions"],
              name="sessions.archive")
-def archive_session(user_id: UserId, session_id: str, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
+def archive_session(user_id: UserId, session_id: SessionId, who: CurrentPrincipal,
+                    svc: Svc) -> dict[str, Any]:
     """Close and archive a session now (a last summary step first)."""
     return who.user(svc, user_id, write=True).archive_session(session_id).to_dict()
 

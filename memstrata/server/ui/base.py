@@ -60,6 +60,12 @@ def wants_json(request: Request) -> bool:
             or request.headers.get("accept", "").startswith("application/json"))
 
 
+def quoted_path(request: Request) -> str:
+    """The request's path as a link to it: the decoded path escaped again (an id in it
+    may hold '%', '?', '#', spaces or Chinese — memstrata.ids)."""
+    return quote(request.scope["path"], safe="/")
+
+
 def safe_next(value: str | None) -> str:
     """A redirect target inside the inspector (never another site)."""
     if value and value.startswith("/ui") and not value.startswith("//") and "\\" not in value:
@@ -105,7 +111,7 @@ class Ui:
                             status_code=status, headers=HEADERS)
 
     def render(self, template: str, **context: Any) -> str:
-        path = self.request.url.path
+        path = quoted_path(self.request)
         query = self.request.url.query
         here = path + ("?" + query if query else "")
         twin = path + ("?" + query + "&" if query else "?") + "format=json"
@@ -148,7 +154,7 @@ def _error_page(request: Request, exc: MemstrataError) -> Response:
         return JSONResponse(error_body(status, type(exc).__name__, str(exc), rid),
                             status_code=status, headers=HEADERS)
     if isinstance(exc, AuthenticationError) and request.method == "GET":
-        target = quote(request.url.path + ("?" + request.url.query if request.url.query else ""))
+        target = quote(quoted_path(request) + ("?" + request.url.query if request.url.query else ""))
         return RedirectResponse(f"/ui/login?next={target}", status_code=303, headers=HEADERS)
     t = translator(language(request))
     body = (f'<!doctype html><html lang="{language(request)}"><head><meta charset="utf-8">'

@@ -5,6 +5,7 @@ twin, each change a POST with the CSRF token."""
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
@@ -29,6 +30,12 @@ Anon = Annotated[Ui, Depends(anonymous)]
 _STATIC = {"inspector.js": "text/javascript", "inspector.css": "text/css"}
 _PROFILE_LISTS = ("goals", "current", "preferences")
 _PROFILE_TEXTS = ("name", "role", "language")
+
+
+def _q(part: str) -> str:
+    """One path segment of a link or redirect: ids may hold spaces, Chinese, '?', '#',
+    '%' (memstrata.ids), so every byte but letters, digits and ``_.-~`` is escaped."""
+    return quote(part, safe="")
 
 
 def _user_audit(ui: Ui, user_id: str, limit: int = 500) -> list[AuditEntry]:
@@ -68,7 +75,7 @@ async def login(request: Request) -> Response:
     request.scope["memstrata.principal"] = Principal(key)  # the login is audited
     target = safe_next(form.get("next"))
     if target == "/ui/":
-        target = f"/ui/users/{key.user_id}/about" if key.role == "end-user" else "/ui/users"
+        target = f"/ui/users/{_q(key.user_id or '')}/about" if key.role == "end-user" else "/ui/users"
     out = RedirectResponse(target, status_code=303, headers=HEADERS)
     out.set_cookie(COOKIE, open_session(svc, key), max_age=SESSION_S, path="/ui", httponly=True,
                    samesite="strict", secure=request.url.scheme == "https")
@@ -95,7 +102,7 @@ def switch_language(to: str, next: str = "/ui/") -> Response:
 @router.get("/")
 def home(ui: Page) -> Response:
     if ui.who.role == "end-user":  # the person's first page: what is remembered about them
-        return RedirectResponse(f"/ui/users/{ui.who.key.user_id}/about", status_code=303)
+        return RedirectResponse(f"/ui/users/{_q(ui.who.key.user_id)}/about", status_code=303)
     return RedirectResponse("/ui/users", status_code=303)
 
 
@@ -113,7 +120,7 @@ def about(user_id: str, ui: Page) -> Response:
     """"What do you remember about me?", in sentences, grouped as a person thinks."""
     data = views.about(ui.user(user_id), ui.lang)
     return ui.page("about.html", data, title=ui.t("about_title"), user_id=user_id, section="about",
-                   rest=(f"GET /v1/users/{user_id}/items", f"GET /v1/users/{user_id}/sessions"),
+                   rest=(f"GET /v1/users/{_q(user_id)}/items", f"GET /v1/users/{_q(user_id)}/sessions"),
                    extra={"groups": views.ABOUT_GROUPS})
 
 
@@ -125,8 +132,9 @@ def overview(user_id: str, ui: Page) -> Response:
     handle = ui.user(user_id)
     data = views.overview(handle, _user_audit(ui, user_id))
     return ui.page("overview.html", data, title=ui.t("overview"), user_id=user_id, section="overview",
-                   rest=(f"GET /v1/users/{user_id}/profile", f"GET /v1/users/{user_id}/profile/history",
-                         f"GET /v1/users/{user_id}/items", f"GET /v1/users/{user_id}/resume"))
+                   rest=(f"GET /v1/users/{_q(user_id)}/profile",
+                         f"GET /v1/users/{_q(user_id)}/profile/history",
+                         f"GET /v1/users/{_q(user_id)}/items", f"GET /v1/users/{_q(user_id)}/resume"))
 
 
 @router.post("/users/{user_id}/profile", name="ui.profile.update")
@@ -143,7 +151,7 @@ def edit_profile(user_id: str, change: Change) -> Response:
     else:
         value = raw or None
     profile = ui.user(user_id, write=True).update_profile(actor=f"key:{ui.who.key.id}", **{name: value})
-    return ui.done(f"/ui/users/{user_id}", "saved_ok", profile.to_dict())
+    return ui.done(f"/ui/users/{_q(user_id)}", "saved_ok", profile.to_dict())
 
 
 # ---------------------------------------------------------------- items
@@ -156,15 +164,16 @@ def items(user_id: str, ui: Page, kind: str | None = None, status: str | None = 
     data = views.items_page(ui.user(user_id), kind=kind, status=status, layer=layer, tag=tag,
                             text=text, offset=max(0, offset))
     return ui.page("items.html", data, title=ui.t("items"), user_id=user_id, section="items",
-                   rest=(f"GET /v1/users/{user_id}/items", f"GET /v1/users/{user_id}/sessions/…/messages"))
+                   rest=(f"GET /v1/users/{_q(user_id)}/items",
+                         f"GET /v1/users/{_q(user_id)}/sessions/…/messages"))
 
 
 @router.get("/users/{user_id}/items/{item_id}")
 def item(user_id: str, item_id: str, ui: Page) -> Response:
     data = views.item_page(ui.user(user_id), item_id)
     return ui.page("item.html", data, title=ui.t("items"), user_id=user_id, section="items",
-                   rest=(f"GET /v1/users/{user_id}/items/{item_id}",
-                         f"GET /v1/users/{user_id}/items/{item_id}/history"))
+                   rest=(f"GET /v1/users/{_q(user_id)}/items/{_q(item_id)}",
+                         f"GET /v1/users/{_q(user_id)}/items/{_q(item_id)}/history"))
 
 
 def _number(form: dict[str, str], name: str) -> float | None:
@@ -195,7 +204,7 @@ def edit_item(user_id: str, item_id: str, change: Change) -> Response:
         tags = tuple(t.strip() for t in form["tags"].replace("，", ",").split(",") if t.strip())
         if tags != current_item.tags:
             changes["tags"] = list(tags)
-    back = safe_next(form.get("next")) if form.get("next") else f"/ui/users/{user_id}/items/{item_id}"
+    back = safe_next(form.get("next")) if form.get("next") else f"/ui/users/{_q(user_id)}/items/{_q(item_id)}"
     if not changes:
         return ui.done(back, "saved_ok", current_item.to_dict())
     expected = form.get("expected_version", "")
@@ -210,15 +219,15 @@ def undo_item(user_id: str, item_id: str, change: Change) -> Response:
     ui, _ = change
     item = ui.user(user_id, write=True).undo(item_id)
     if item is None:
-        return ui.done(f"/ui/users/{user_id}/items", "undone_ok", {"item": None})
-    return ui.done(f"/ui/users/{user_id}/items/{item.id}", "undone_ok", {"item": item.to_dict()})
+        return ui.done(f"/ui/users/{_q(user_id)}/items", "undone_ok", {"item": None})
+    return ui.done(f"/ui/users/{_q(user_id)}/items/{_q(item.id)}", "undone_ok", {"item": item.to_dict()})
 
 
 @router.post("/users/{user_id}/items/{item_id}/feedback", name="ui.items.feedback")
 def feedback_item(user_id: str, item_id: str, change: Change) -> Response:
     ui, form = change
     item = ui.user(user_id, write=True).feedback(item_id, form.get("signal", ""))
-    back = safe_next(form.get("next")) if form.get("next") else f"/ui/users/{user_id}/items/{item_id}"
+    back = safe_next(form.get("next")) if form.get("next") else f"/ui/users/{_q(user_id)}/items/{_q(item_id)}"
     return ui.done(back, "feedback_ok", item.to_dict())
 
 
@@ -227,7 +236,7 @@ def complete_item(user_id: str, item_id: str, change: Change) -> Response:
     ui, form = change
     item = ui.user(user_id, write=True).complete(item_id)
     return ui.done(safe_next(form.get("next")) if form.get("next") else
-                   f"/ui/users/{user_id}/items/{item_id}", "done_ok", item.to_dict())
+                   f"/ui/users/{_q(user_id)}/items/{_q(item_id)}", "done_ok", item.to_dict())
 
 
 def _confirm(ui: Ui, plan: Erasure, *, user_id: str, action: str, back: str,
@@ -240,8 +249,10 @@ def _confirm(ui: Ui, plan: Erasure, *, user_id: str, action: str, back: str,
 @router.get("/users/{user_id}/items/{item_id}/forget")
 def forget_item_page(user_id: str, item_id: str, ui: Page, turns: bool = False) -> Response:
     plan = plan_item(ui.user(user_id), item_id, turns=turns)
-    return _confirm(ui, plan, user_id=user_id, action=f"/ui/users/{user_id}/items/{item_id}/forget",
-                    back=f"/ui/users/{user_id}/items/{item_id}", option=("turns", "also_turns", turns),
+    return _confirm(ui, plan, user_id=user_id,
+                    action=f"/ui/users/{_q(user_id)}/items/{_q(item_id)}/forget",
+                    back=f"/ui/users/{_q(user_id)}/items/{_q(item_id)}",
+                    option=("turns", "also_turns", turns),
                     section="items")
 
 
@@ -250,7 +261,7 @@ def forget_item(user_id: str, item_id: str, change: Change) -> Response:
     ui, form = change
     counts = erase_item(ui.user(user_id, write=True), item_id,
                         turns=form.get("turns") in ("1", "true", "on"), digest=form.get("digest", ""))
-    return ui.done(f"/ui/users/{user_id}/items", "forgotten_ok", counts)
+    return ui.done(f"/ui/users/{_q(user_id)}/items", "forgotten_ok", counts)
 
 
 # ---------------------------------------------------------------- search playground
@@ -273,7 +284,8 @@ def search(user_id: str, ui: Page, q: str = "", k: int = 10, budget: int = 2000,
         data["hits"] = [{**hit.to_dict(), "why": _why(hit.id, report)} for hit in result.hits]
         data["context"] = ctx.to_dict()
     return ui.page("search.html", data, title=ui.t("search"), user_id=user_id, section="search",
-                   rest=(f"POST /v1/users/{user_id}/search/explain", f"POST /v1/users/{user_id}/context"))
+                   rest=(f"POST /v1/users/{_q(user_id)}/search/explain",
+                         f"POST /v1/users/{_q(user_id)}/context"))
 
 
 def _explain(handle: Any, request: SearchRequest) -> Any:
@@ -304,30 +316,31 @@ def _why(hit_id: str, report: dict[str, Any]) -> dict[str, str]:
 def sessions(user_id: str, ui: Page) -> Response:
     data = views.sessions_page(ui.user(user_id))
     return ui.page("sessions.html", data, title=ui.t("sessions"), user_id=user_id, section="sessions",
-                   rest=(f"GET /v1/users/{user_id}/sessions",))
+                   rest=(f"GET /v1/users/{_q(user_id)}/sessions",))
 
 
 @router.get("/users/{user_id}/sessions/{session_id}")
 def session(user_id: str, session_id: str, ui: Page) -> Response:
     data = views.session_detail(ui.user(user_id), session_id)
     return ui.page("session.html", data, title=ui.t("sessions"), user_id=user_id, section="sessions",
-                   rest=(f"GET /v1/users/{user_id}/sessions/{session_id}",
-                         f"GET /v1/users/{user_id}/sessions/{session_id}/messages"))
+                   rest=(f"GET /v1/users/{_q(user_id)}/sessions/{_q(session_id)}",
+                         f"GET /v1/users/{_q(user_id)}/sessions/{_q(session_id)}/messages"))
 
 
 @router.post("/users/{user_id}/sessions/{session_id}/archive", name="ui.sessions.archive")
 def archive(user_id: str, session_id: str, change: Change) -> Response:
     ui, _ = change
     state = ui.user(user_id, write=True).archive_session(session_id)
-    return ui.done(f"/ui/users/{user_id}/sessions/{session_id}", "saved_ok", state.to_dict())
+    return ui.done(f"/ui/users/{_q(user_id)}/sessions/{_q(session_id)}", "saved_ok", state.to_dict())
 
 
 @router.get("/users/{user_id}/sessions/{session_id}/forget")
 def forget_session_page(user_id: str, session_id: str, ui: Page, items: bool = False) -> Response:
     plan = plan_session(ui.user(user_id), session_id, items=items)
     return _confirm(ui, plan, user_id=user_id,
-                    action=f"/ui/users/{user_id}/sessions/{session_id}/forget",
-                    back=f"/ui/users/{user_id}/sessions/{session_id}", option=("items", "also_items", items),
+                    action=f"/ui/users/{_q(user_id)}/sessions/{_q(session_id)}/forget",
+                    back=f"/ui/users/{_q(user_id)}/sessions/{_q(session_id)}",
+                    option=("items", "also_items", items),
                     section="sessions")
 
 
@@ -336,4 +349,4 @@ def forget_session(user_id: str, session_id: str, change: Change) -> Response:
     ui, form = change
     counts = erase_session(ui.user(user_id, write=True), session_id,
                            items=form.get("items") in ("1", "true", "on"), digest=form.get("digest", ""))
-    return ui.done(f"/ui/users/{user_id}/sessions/{session_id}", "forgotten_ok", counts)
+    return ui.done(f"/ui/users/{_q(user_id)}/sessions/{_q(session_id)}", "forgotten_ok", counts)
