@@ -174,6 +174,26 @@ def test_a_statement_made_before_a_todo_existed_does_not_close_it(tmp_path, lang
         assert not [i for i in active(memory, "u") if i.kind.value == "todo"]
 
 
+@pytest.mark.parametrize("first, later, kept", [
+    ("I live in Hangzhou.",
+     "I'm planning to move to Shanghai next year. I just got a new bike and I love it. The weather "
+     "has been great for a few weeks now. Anyway, can you help me plan a budget for the move?",
+     "Hangzhou"),
+    ("我住在杭州。", "我打算明年搬到上海。我刚买了一辆新自行车，很喜欢。这几个星期天气一直很好。"
+     "对了，你能帮我做个搬家的预算吗？", "杭州"),
+])
+def test_a_plan_or_a_change_word_elsewhere_in_a_long_message_ends_nothing(e5, first, later, kept):
+    """A plan is not a change ("I'm planning to move" has not moved), and "just", "new" or
+    "for weeks now" in other sentences of a long message do not make its statements
+    changes: the stored city stays current."""
+    user = f"plan-{hash(first) % 10_000}"
+    say(e5, user, "s1", first, at=OLD)
+    say(e5, user, "s2", later, at=NEW)
+    superseded = e5.list(user, filters={"statuses": ["superseded"]}, limit=50)
+    assert not superseded, [i.content for i in superseded]
+    assert any(kept in i.content for i in active(e5, user))
+
+
 @pytest.mark.parametrize("said, bad", [
     ("I barely write Java anymore.", r"barelies"),
     ("I sold the Corolla and bought a Tesla.", r"solds|boughts"),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from memstrata.text import detect_language
 
-__all__ = ["Clause", "People", "clauses", "RELATIONS_EN", "RELATIONS_ZH"]
+__all__ = ["Clause", "People", "clauses", "sentences", "RELATIONS_EN", "RELATIONS_ZH"]
 
 #: Relations of the user's, English (singular, the canonical subject) and their plurals.
 RELATIONS_EN = (
@@ -291,6 +291,11 @@ def _zh_clause(text: str, people: People, first: bool) -> Clause:
         # "是银行行长" is still about the boss (see :func:`clauses`)
         return Clause(text, "我" + core, lang="zh", implicit=True)
     return Clause(text, core, lang="zh")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a message, either language."""
+    return [s.strip() for s in _SPLIT.split(text or "") if s.strip()]
 
 
 def _split(text: str) -> list[str]:

@@ -40,11 +40,12 @@ from memstrata.providers.embedders import Embedder
 from memstrata.text import is_cjk_text
 from memstrata.types import Kind, MemoryItem
 
+from .clauses import sentences
 from .extract import Candidate
 from .numbers import parse_number
 
-__all__ = ["SlotMatcher", "is_change", "is_negation", "slot_text", "quantities", "anchors", "Slotted",
-           "SLOTS", "slot_named", "same_name"]
+__all__ = ["SlotMatcher", "is_change", "changed_near", "is_irrealis", "is_negation", "slot_text",
+           "quantities", "anchors", "Slotted", "SLOTS", "slot_named", "same_name"]
 
 #: The slots a person names when they speak of a part of their life ("forget my work",
 #: "忘掉我的住址"): each slot's attributes (what the rules of :mod:`.extract` write) and
@@ -61,14 +62,19 @@ SLOTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "name": (("name",), ("name", "名字", "姓名")),
 }
 
+#: The words of a change of state. Words that only date an event — "just", "recently",
+#: "finally", "new", "started" — are not among them: on long real chats (LongMemEval) they
+#: made most statements look like changes ("I just set up my new smart TV" ended "User is
+#: planning a weekend getaway"); a slot a rule names (city, employer, job) changes with a
+#: new value whatever the words.
 _CHANGE_EN = re.compile(
     r"\b(?:since (?:last|this|early|late|the start of|the beginning of|a few|\w+ (?:weeks|months) ago)|"
     r"starting|from now on|now|nowadays|these days|no longer|any ?more|switch(?:ed)?|"
     r"mov(?:ed|ing)|chang(?:ed|ing)|"
     r"quit|sold|stopped|gave up|given up|cut (?:out|back|down)|down to|up to|dropped to|instead|"
-    r"started|took up|traded|replaced|swapped|ditched|dropped|exchanged|gave away|"
-    r"retired|left|joined|became|got (?:a|an|my) new|new|"
-    r"just|recently|finally|used to|not any|barely|hardly|rarely|anymore|gained|lost|"
+    r"took up|traded|replaced|swapped|ditched|dropped|exchanged|gave away|"
+    r"retired|left|joined|became|got (?:a|an|my) new|"
+    r"used to|not any|barely|hardly|rarely|anymore|gained|lost|"
     r"promoted|transferred|relocated|broke up|divorced|married|engaged)\b", re.I)
 _CHANGE_ZH = re.compile(
     r"现在|如今|目前|已经|搬到|搬去|搬家|改成|改用|改为|换成|换了|换到|转到|转行|转而|不再|辞职|辞掉|离职|跳槽|"
@@ -143,8 +149,46 @@ def is_negation(text: str) -> bool:
 
 def is_change(text: str) -> bool:
     """Whether a statement's form reports a change of state (either language)."""
+    text = _DURATIVE_NOW.sub(" ", text)
     return bool((_CHANGE_ZH if is_cjk_text(text) else _CHANGE_EN).search(text)
                 or (is_cjk_text(text) and _CHANGE_EN.search(text)))
+
+
+#: the sentences of a short message, said together: a change said in one of them ("I quit
+#: coffee; it's green tea every morning") is the message's; in a longer one each sentence
+#: speaks for itself
+SHORT_MESSAGE = 3
+
+
+def changed_near(sentence: str, message: str) -> bool:
+    """Whether the message reports a change that covers ``sentence``: anywhere in a short
+    message, only in the sentence itself in a longer one — the words of a change are
+    local, and a long message that says "just" or "new" somewhere does not make each of
+    its statements a change."""
+    parts = sentences(message)
+    if len(parts) <= SHORT_MESSAGE:
+        return is_change(message)
+    return is_change(sentence)
+
+
+#: What is wished, planned, intended or asked for is not a state: "I'm planning to move"
+#: has not moved, "I'm looking for a new laptop" still has the old one. Such a statement
+#: neither ends a fact nor is ended as one (its own life is a todo's or an event's).
+_IRREALIS_EN = re.compile(
+    r"\b(?:will|'ll|going to|gonna|plan(?:s|ning)? (?:to|on)|thinking (?:of|about)|consider(?:s|ing)|"
+    r"look(?:s|ing) (?:for|into|forward)|want(?:s|ed)? to|would (?:like|love)|'d (?:like|love)|"
+    r"hop(?:e|es|ing) to|might|try(?:ing)? to|tries to|need(?:s)? to|wish(?:es)? to|"
+    r"interested in|curious|excited to)\b", re.I)
+_IRREALIS_ZH = re.compile(r"打算|计划|准备|想要|考虑|希望|正在找|在找|将要|将会|想试|想去|想学|想买|有兴趣")
+#: "for three weeks now": a duration up to now says the state goes on, not that it changed
+_DURATIVE_NOW = re.compile(
+    r"\bfor (?:about |over |almost |nearly |the (?:past|last) )?(?:a few|a couple of|several|"
+    r"\w+) (?:days|weeks|months|years) now\b", re.I)
+
+
+def is_irrealis(text: str) -> bool:
+    """Whether a statement is a wish, plan, intention or request rather than a state."""
+    return bool((_IRREALIS_ZH if is_cjk_text(text) else _IRREALIS_EN).search(text))
 
 
 def quantities(text: str) -> dict[str, float]:
@@ -281,7 +325,10 @@ class SlotMatcher:
         """The stored fact ``cand`` replaces, if any (see the module's rules)."""
         if cand.kind not in _STATEFUL or not cand.polarity and not cand.change:
             return None
+        if is_irrealis(cand.content):
+            return None
         pool = [i for i in items if (i.subject or "user") == cand.subject
+                and not is_irrealis(i.content)
                 and (i.kind in (Kind.FACT, Kind.PREFERENCE)
                      or i.kind is Kind.EVENT and is_change(i.content))  # a past event stays
                 and not _structured_apart(cand, i)]
@@ -290,7 +337,7 @@ class SlotMatcher:
         text = cand.evidence or cand.content
         # the form of the whole message: "I don't drive the Corolla anymore, I drive a
         # Tesla" reports a change in both clauses
-        change = cand.change or is_change(text) or is_change(cand.context)
+        change = cand.change or is_change(text) or changed_near(text, cand.context)
         ended = is_negation(cand.content)
         mine_q, mine_a = quantities(text), anchors(cand.content)
         scored = sorted(zip(self.scores(cand.content, [i.content for i in pool]), pool),
