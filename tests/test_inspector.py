@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import html.parser
+import re
 
 import httpx
 import pytest
@@ -488,3 +489,149 @@ def test_summary_versions_on_the_session_page_and_forgotten_with_the_turns(live)
             == {"items": 0, "turns": 12, "summaries": 1, "shrunk": 0}
         assert api.get("/v1/users/eve/sessions/trip/summaries").json()["data"] == []
         assert api.get("/v1/users/eve/sessions/trip").json()["summary"]["goal"] == ""
+
+
+class _Links(html.parser.HTMLParser):
+    """The hrefs of a page's links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs.append(dict(attrs).get("href") or "")
+
+
+def _links(page: str) -> list[str]:
+    parser = _Links()
+    parser.feed(page)
+    return parser.hrefs
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_person_sees_their_page_and_an_operator_the_engineering_links(live, lin, lang):
+    token = live.key("acme", "end-user", user_id="lin")
+    key_id = token.split("_")[1]
+    person = login(live, token)
+    operator = login(live, live.key("acme", "app"))
+    for c in (person, operator):
+        c.cookies.set("lang", lang, path="/ui")
+    mine = person.get("/ui/users/lin/about")
+    theirs = operator.get("/ui/users/lin/about")
+    assert mine.status_code == theirs.status_code == 200
+    # the person: their page, the language switch, who is signed in, log out — nothing else
+    assert [h for h in _links(mine.text) if not h.startswith(("/ui/lang", "#"))] == \
+        ["/ui/", "/ui/users/lin/about"] + [f"/ui/users/lin/items/{i}/forget" for i in
+                                           re.findall(r'<li id="m-([^"]+)"', mine.text)]
+    signed_in, only_you = {"en": ("Signed in as lin", "Only someone signed in with your key"),
+                           "zh": ("已登录：lin", "只有用你的密钥登录的人")}[lang]
+    assert signed_in in mine.text and only_you in mine.text and ">Details<" not in mine.text
+    for operator_word in ("REST", "JSON", "/v1/users", key_id, {"en": "Overview", "zh": "概览"}[lang],
+                          {"en": "Engineering details", "zh": "技术细节"}[lang], "format=json"):
+        assert operator_word not in mine.text, operator_word
+    # an operator: the same page with the engineering pages one click away
+    hrefs = _links(theirs.text)
+    for link in ("/ui/users", "/ui/users/lin", "/ui/users/lin/items", "/ui/users/lin/search",
+                 "/ui/users/lin/sessions", "/ui/kb?user=lin", "/ui/users/lin/about?format=json"):
+        assert link in hrefs, link
+    assert f"/ui/users/lin/items/{lin.item['id']}" in hrefs  # Details
+    assert "GET /v1/users/lin/items" in theirs.text and only_you not in theirs.text
+    assert {"en": "Signed in with key", "zh": "当前密钥"}[lang] in theirs.text
+
+
+def test_the_person_page_says_what_each_action_does_and_who_saved_what(live, lin):
+    person = login(live, live.key("acme", "end-user", user_id="lin"))
+    saved = lin.api.post("/v1/users/lin/items", json={"content": "Book the dentist", "kind": "todo"}).json()
+    page = person.get("/ui/users/lin/about").text
+    # who saved it: the todo came from the app, not from something the person said
+    todo = page[page.index(f'id="m-{saved["id"]}"'):]
+    assert "Your assistant saved this on " in todo[:todo.index("</li>")]
+    assert "Saved for you" not in page
+    # "This is right" says what it does, on the page and on the button
+    assert "“This is right” tells me it is true, so I am surer of it" in page
+    assert 'title="Tells me this is true, so I am surer of it" aria-describedby="about-intro"' in page
+    # "Correct it" is drawn as a button (a <summary>: focusable, Enter and Space open it)
+    assert '<summary class="button">Correct it</summary>' in page
+    person.cookies.set("lang", "zh", path="/ui")
+    zh = person.get("/ui/users/lin/about").text
+    assert "你的助手在" in zh and "记下的" in zh and "“没错”告诉我它是真的，我会更确信它" in zh
+    # what it does: the confidence rises, and the page thanks the person in those words
+    item = lin.api.post("/v1/users/lin/items", json={"content": "User lives in Berlin"}).json()
+    token = csrf_of(page)
+    r = person.post(f"/ui/users/lin/items/{item['id']}/feedback",
+                    data={"csrf": token, "signal": "up", "next": "/ui/users/lin/about"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/users/lin/about?msg=confirmed_ok"
+    assert lin.api.get(f"/v1/users/lin/items/{item['id']}").json()["confidence"] > item["confidence"]
+    assert "谢谢，我现在更确信这一条了。" in person.get(r.headers["location"]).text
+    # forgetting from the person's page brings the person back to it, not to the items table
+    plan = person.get(f"/ui/users/lin/items/{item['id']}/forget").text
+    assert 'href="/ui/users/lin/about"' in plan
+    r = person.post(f"/ui/users/lin/items/{item['id']}/forget", data={"csrf": token, "digest": digest_of(plan)})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/users/lin/about?msg=forgotten_ok"
+
+
+@pytest.mark.parametrize(("said", "stored"), [
+    ("You live in Porto", "User lives in Porto"),
+    ("I live in Porto", "User lives in Porto"),
+    ("Your sister Mia works at a bakery", "User's sister Mia works at a bakery"),
+    ("My sister Mia works at a bakery", "User's sister Mia works at a bakery"),
+    ("You are allergic to peanuts", "User is allergic to peanuts"),
+    ("I'm allergic to peanuts", "User is allergic to peanuts"),
+    ("You want short, concise answers", "User wants short, concise answers"),
+    ("You often go to Porto", "User often goes to Porto"),
+    ("You study law", "User studies law"),
+    ("You watch films", "User watches films"),
+    ("You play chess", "User plays chess"),
+    ("You have two cats", "User has two cats"),
+    ("You don't eat meat", "User doesn't eat meat"),
+    ("You moved to Lisbon", "User moved to Lisbon"),
+    ("You can swim", "User can swim"),
+    ("Mia is your sister", "Mia is the user's sister"),
+    ("Renew the passport before June", "Renew the passport before June"),
+    ("你住在波尔图", "用户住在波尔图"),
+    ("我住在波尔图", "用户住在波尔图"),
+    ("你的妹妹小米在面包店工作", "用户的妹妹小米在面包店工作"),
+    ("你对花生过敏", "用户对花生过敏"),
+    ("我们下周去京都", "我们下周去京都"),  # "we": not the person alone
+    ("六月前续签护照", "六月前续签护照"),
+])
+def test_a_correction_written_to_the_person_is_stored_as_memories_are(said, stored):
+    from memstrata.server.ui.views import second_person, third_person
+
+    assert third_person(said) == stored
+    if stored != said and not said.startswith(("I", "My", "我")):
+        assert second_person(stored) == said  # and shown back the way it was written
+
+
+def test_the_correction_box_holds_the_sentence_and_saves_the_stored_form(live, lin):
+    person = login(live, live.key("acme", "end-user", user_id="lin"))
+    made = {text: lin.api.post("/v1/users/lin/items", json={"content": text}).json()
+            for text in ("User lives in Bremen", "用户对花生过敏", "The user lives in Kiel")}
+    page = person.get("/ui/users/lin/about").text
+
+    def box(item_id: str) -> str:
+        line = page[page.index(f'id="m-{item_id}"'):]
+        return line[:line.index("</li>")]
+
+    bremen, peanuts, kiel = (box(made[t]["id"]) for t in made)
+    assert ">You live in Bremen</textarea>" in bremen and 'name="voice" value="you"' in bremen
+    assert ">你对花生过敏</textarea>" in peanuts and 'name="voice" value="you"' in peanuts
+    # "The user …" would come back as "User …": the box keeps the stored words, as stored
+    assert ">The user lives in Kiel</textarea>" in kiel and 'name="voice"' not in kiel
+    token = csrf_of(page)
+    for text, written, kept in (("User lives in Bremen", "You live in Hamburg", "User lives in Hamburg"),
+                                ("用户对花生过敏", "我对芝麻过敏", "用户对芝麻过敏")):
+        item = made[text]
+        r = person.post(f"/ui/users/lin/items/{item['id']}/edit",
+                        data={"csrf": token, "voice": "you", "content": written, "expected_version": "1",
+                              "next": "/ui/users/lin/about"})
+        assert r.status_code == 303, r.text
+        assert lin.api.get(f"/v1/users/lin/items/{item['id']}").json()["content"] == kept
+    # unchanged words save nothing (no new version)
+    r = person.post(f"/ui/users/lin/items/{made['User lives in Bremen']['id']}/edit",
+                    data={"csrf": token, "voice": "you", "content": "You live in Hamburg"})
+    assert lin.api.get(f"/v1/users/lin/items/{made['User lives in Bremen']['id']}").json()["version"] == 2
+    with live.client(live.key("acme", "app")) as api:
+        for item in made.values():
+            api.delete(f"/v1/users/lin/items/{item['id']}")

@@ -69,6 +69,7 @@ def test_no_serious_violations_on_any_page_in_either_language(live):
             "content": "# Returns\n\nReturns are free within 30 days.\n\n# 退货\n\n30 天内退货免运费。"})
         assert r.status_code == 201, r.text
     token = live.key("acme", "admin")
+    person = live.key("acme", "end-user", user_id=made.user)
     found: dict[str, list[str]] = {}
     scanned: list[str] = []
     with sync_api.sync_playwright() as p:
@@ -104,7 +105,21 @@ def test_no_serious_violations_on_any_page_in_either_language(live):
                 if path == "/ui/login":
                     page.keyboard.press("Enter")
                     page.wait_for_url("**/ui/users**")
+            # the person's own page, as their end-user key shows it (no operator links)
+            page.context.clear_cookies()
+            page.goto(f"{live.url}/ui/login")
+            page.fill("#key", person)
+            page.keyboard.press("Enter")
+            page.wait_for_url("**/about")
+            page.locator("details.correct").first.evaluate("e => e.open = true")  # the box too
+            page.add_script_tag(path=str(AXE))
+            result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+            bad = [f"{v['id']} ({v['impact']}): {v['help']} — {[n['target'] for n in v['nodes']][:3]}"
+                   for v in result["violations"] if v["impact"] in ("serious", "critical")]
+            if bad:
+                found[f"{locale} person's about"] = bad
+            scanned.append(f"{locale} person's about")
             context.close()
         browser.close()
-    assert len(scanned) == 2 * len(NAMES)
+    assert len(scanned) == 2 * (len(NAMES) + 1)
     assert found == {}, "\n".join(f"{k}: {v}" for k, v in found.items())

@@ -74,6 +74,13 @@ def test_a_person_corrects_undoes_rates_and_forgets(live, browser, tmp_path):
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     _login(page, live, live.key("acme", "end-user", user_id="lin"))
     assert page.url.endswith("/ui/users/lin/about")  # the person's own page first
+    assert page.get_by_role("link", name="Overview", exact=True).count() == 0  # no operator pages
+    # the engineering pages, as an operator (a tenant key) reaches them
+    context.clear_cookies()
+    _login(page, live, live.key("acme", "app"))
+    page.goto(f"{live.url}/ui/users/lin/about")
+    page.get_by_role("link", name="Engineering details: versions, rules, scores").click()
+    assert page.url.endswith("/ui/users/lin")
     page.get_by_role("link", name="Overview", exact=True).click()
     assert page.locator("h1").inner_text().startswith("Overview")
     assert page.locator("td[data-kind='todo']").inner_text() == "1"

@@ -80,19 +80,37 @@ def test_the_person_reads_confirms_corrects_and_forgets(live, tmp_path):
         assert "Renew the passport" in page.locator("section:has(#h-asked)").inner_text()
         assert "ids" not in page.locator(".sentence").all_inner_texts()
         assert "mem_" not in page.locator("main section").first.inner_text()  # no engineering ids
+        # the person's header and footer: their page, the language, who is signed in — no operator pages
+        assert page.locator("header nav a").all_inner_texts() == ["memstrata inspector", "About me"]
+        assert page.locator(".whoami").inner_text() == "Signed in as lin"
+        assert page.locator("footer").inner_text().startswith("Only someone signed in with your key")
+        assert page.locator("footer a").count() == 0 and "REST" not in page.locator("footer").inner_text()
+        assert page.get_by_role("link", name="Details").count() == 0
+        assert "saved this on" in page.locator("section:has(#h-asked)").inner_text()
         _shot(page, "about-en", tmp_path)
+        # "Correct it" looks and works like a button: a bordered control, opened from the keyboard
+        summary = line.locator("summary")
+        assert summary.evaluate("e => getComputedStyle(e).borderStyle") == "solid"
+        summary.focus()
+        page.keyboard.press("Enter")
+        assert line.locator("details").evaluate("e => e.open")
+        assert line.get_by_label("What is right").input_value() == "You live in Lisbon"
+        page.keyboard.press("Enter")  # the summary still has the focus: closes it again
+        assert not line.locator("details").evaluate("e => e.open")
 
         # this is right
         before = api.get(f"/v1/users/lin/items/{city['id']}").json()["confidence"]
+        assert line.get_by_role("button", name="This is right").get_attribute("title") == \
+            "Tells me this is true, so I am surer of it"
         line.get_by_role("button", name="This is right").click()
-        page.wait_for_selector(".flash")
+        assert page.locator(".flash").inner_text() == "Thanks — I am surer of it now."
         assert page.url.split("?")[0].endswith("/ui/users/lin/about")
         assert api.get(f"/v1/users/lin/items/{city['id']}").json()["confidence"] > before
 
         # correct it: the text and its slot
         line = page.locator(f"#m-{city['id']}")
         line.locator("summary").click()
-        line.get_by_label("What is right").fill("User lives in Porto")
+        line.get_by_label("What is right").fill("You live in Porto")  # as the person says it
         line.get_by_role("button", name="Save").click()
         page.wait_for_selector(".flash")
         got = api.get(f"/v1/users/lin/items/{city['id']}").json()
@@ -107,13 +125,16 @@ def test_the_person_reads_confirms_corrects_and_forgets(live, tmp_path):
         assert page.locator("h1").inner_text() == "我记得的关于你的事"
         assert page.locator("main h2").all_inner_texts()[0] == "关于你"
         told = page.locator(f"#m-{city['id']} .provenance").inner_text()
-        assert told.startswith("你在 20") and " 告诉我：" in told and "I moved to Lisbon" in told, told
+        assert told.startswith("你在20") and "日告诉我：" in told and "I moved to Lisbon" in told, told
+        assert page.locator(".whoami").inner_text() == "已登录：lin"
+        assert page.locator("header nav a").all_inner_texts() == ["memstrata 记忆查看器", "关于我"]
         _shot(page, "about-zh", tmp_path)
 
         # forget it: the confirmation, then gone
         page.locator(f"#m-{city['id']}").locator("a.forget-it").click()
         page.click("#confirm-forget")
         page.wait_for_selector(".flash")
+        assert page.url.split("?")[0].endswith("/ui/users/lin/about")  # back on the person's page
         assert api.get(f"/v1/users/lin/items/{city['id']}").status_code == 404
         context.close()
         browser.close()

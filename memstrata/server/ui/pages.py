@@ -192,6 +192,8 @@ def edit_item(user_id: str, item_id: str, change: Change) -> Response:
     handle = ui.user(user_id, write=True)
     current_item = handle.get(item_id)
     changes: dict[str, Any] = {}
+    if "content" in form and form.get("voice") == "you":  # written as said to the person
+        form["content"] = views.third_person(form["content"])
     if "content" in form and form["content"].strip() != current_item.content:
         changes["content"] = form["content"].strip()
     if form.get("kind") and form["kind"] != current_item.kind.value:
@@ -228,7 +230,8 @@ def feedback_item(user_id: str, item_id: str, change: Change) -> Response:
     ui, form = change
     item = ui.user(user_id, write=True).feedback(item_id, form.get("signal", ""))
     back = safe_next(form.get("next")) if form.get("next") else f"/ui/users/{_q(user_id)}/items/{_q(item_id)}"
-    return ui.done(back, "feedback_ok", item.to_dict())
+    said = "confirmed_ok" if form.get("next") and form.get("signal") == "up" else "feedback_ok"
+    return ui.done(back, said, item.to_dict())
 
 
 @router.post("/users/{user_id}/items/{item_id}/complete", name="ui.items.complete")
@@ -249,11 +252,11 @@ def _confirm(ui: Ui, plan: Erasure, *, user_id: str, action: str, back: str,
 @router.get("/users/{user_id}/items/{item_id}/forget")
 def forget_item_page(user_id: str, item_id: str, ui: Page, turns: bool = False) -> Response:
     plan = plan_item(ui.user(user_id), item_id, turns=turns)
+    person = ui.who.role == "end-user"  # the person came from their page and goes back to it
     return _confirm(ui, plan, user_id=user_id,
                     action=f"/ui/users/{_q(user_id)}/items/{_q(item_id)}/forget",
-                    back=f"/ui/users/{_q(user_id)}/items/{_q(item_id)}",
-                    option=("turns", "also_turns", turns),
-                    section="items")
+                    back=f"/ui/users/{_q(user_id)}/" + ("about" if person else f"items/{_q(item_id)}"),
+                    option=("turns", "also_turns", turns), section="about" if person else "items")
 
 
 @router.post("/users/{user_id}/items/{item_id}/forget", name="ui.items.forget")
@@ -261,7 +264,8 @@ def forget_item(user_id: str, item_id: str, change: Change) -> Response:
     ui, form = change
     counts = erase_item(ui.user(user_id, write=True), item_id,
                         turns=form.get("turns") in ("1", "true", "on"), digest=form.get("digest", ""))
-    return ui.done(f"/ui/users/{_q(user_id)}/items", "forgotten_ok", counts)
+    after = "about" if ui.who.role == "end-user" else "items"
+    return ui.done(f"/ui/users/{_q(user_id)}/{after}", "forgotten_ok", counts)
 
 
 # ---------------------------------------------------------------- search playground

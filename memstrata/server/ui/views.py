@@ -213,6 +213,22 @@ ABOUT_GROUPS = ("me", "people", "likes", "asked")
 _SELF = {None, "", "user", "the user", "用户", "我"}
 _IRREGULAR = {"is": "are", "was": "were", "has": "have", "does": "do"}
 _START = re.compile(r"^(?:The user|User)(?P<own>'s)?\s+(?P<word>[A-Za-z]+)(?P<rest>.*)$", re.S)
+_HAS = {"is": "is", "am": "is", "are": "is", "were": "was", "have": "has", "do": "does",
+        "go": "goes"}
+#: words after "You"/"I" that stay as they are for "User": modals, and past forms
+_KEEP = frozenset("""can could will would shall should may might must was had did used ought
+    went got made took came left grew began became knew met bought found gave lost ran saw
+    sold spent thought told wrote said kept felt fell heard held built paid sent sat stood won
+    broke chose drove ate drank flew forgot taught threw understood woke wore""".split())
+#: adverbs between the subject and its verb ("You often go" → "User often goes")
+_ADVERBS = frozenset("""often usually always never sometimes also still really just now rarely
+    only already mostly generally normally mainly""".split())
+_CONTRACTED = {"'re": "is", "'m": "is", "'ve": "has", "'ll": "will", "'d": "would"}
+_NEGATED = {"don't": "doesn't", "aren't": "isn't", "weren't": "wasn't", "haven't": "hasn't",
+            "do not": "does not", "are not": "is not", "am not": "is not", "have not": "has not"}
+_YOU = re.compile(r"^(?:you|i)(?P<clitic>'re|'m|'ve|'ll|'d|’re|’m|’ve|’ll|’d)?\s+(?P<rest>.*)$",
+                  re.I | re.S)
+_YOUR = re.compile(r"^(?:your|my)\s+(?P<rest>.*)$", re.I | re.S)
 
 
 def _second_person_verb(word: str) -> str:
@@ -230,6 +246,23 @@ def _second_person_verb(word: str) -> str:
     return word
 
 
+def _said_to_you(rest: str) -> str:
+    """The words after "User" as they follow "You": "lives in" → "live in", "often goes"
+    → "often go", "doesn't eat" → "don't eat"."""
+    low = rest.lower()
+    for theirs, yours in _NEGATED.items():
+        if low.startswith(yours + " ") or low == yours:
+            return theirs + rest[len(yours):]
+    words = rest.split(" ")
+    i = 0
+    while i < len(words) - 1 and words[i].lower() in _ADVERBS:
+        i += 1
+    head = re.match(r"[A-Za-z]+", words[i])
+    if head:
+        words[i] = _second_person_verb(head[0]) + words[i][head.end():]
+    return " ".join(words)
+
+
 def second_person(text: str) -> str:
     """A memory, stored about "User" / "用户", said to the person: "User lives in
     Lisbon" → "You live in Lisbon", "User's sister …" → "Your sister …", "用户住在里斯本"
@@ -242,8 +275,67 @@ def second_person(text: str) -> str:
         if match["own"]:
             text = f"Your {match['word']}{match['rest']}"
         else:
-            text = f"You {_second_person_verb(match['word'])}{match['rest']}"
+            text = "You " + _said_to_you(match["word"] + match["rest"])
     return re.sub(r"\b(?:the user|user)'s\b", "your", text, flags=re.I)
+
+
+def _third_person_verb(word: str) -> str:
+    """The verb after "You" as it is said after "User": live → lives, are → is, study →
+    studies, watch → watches; modals and past forms (can, moved, went) as they are."""
+    low = word.lower()
+    if low in _HAS:
+        return _HAS[low]
+    if low in _KEEP or low.endswith("ed") or not low.isalpha():
+        return word
+    if low.endswith("y") and len(low) > 2 and low[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    if low.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return word + "es"
+    return word + "s"
+
+
+def third_person(text: str) -> str:
+    """What the person wrote about themselves, stored the way memories are ("User …",
+    "用户…"): the reverse of :func:`second_person` for the subject the sentence starts
+    with — "You live in Porto" / "I live in Porto" → "User lives in Porto", "Your sister
+    …" → "User's sister …", "你住在波尔图" / "我住在波尔图" → "用户住在波尔图", "你的妹妹…"
+    → "用户的妹妹…"; "your" later in an English sentence → "the user's". Any other "你"
+    or "you" is left as written (it may mean the assistant)."""
+    text = text.strip()
+    if re.match(r"^[你我](?!们)", text):  # not 你们/我们 (you all, we)
+        return "用户" + text[1:]
+    own = _YOUR.match(text)
+    if own:
+        text = f"User's {own['rest']}"
+    else:
+        match = _YOU.match(text)
+        if match:
+            rest = match["rest"]
+            clitic = (match["clitic"] or "").replace("’", "'").lower()
+            if clitic:
+                text = f"User {_CONTRACTED[clitic]} {rest}"
+            else:
+                low = rest.lower()
+                negated = next((n for n in _NEGATED if low.startswith(n + " ")), None)
+                if negated:
+                    text = f"User {_NEGATED[negated]}{rest[len(negated):]}"
+                else:
+                    words = rest.split(" ")
+                    i = 0
+                    while i < len(words) - 1 and words[i].lower() in _ADVERBS:
+                        i += 1
+                    words[i] = _third_person_verb(words[i])
+                    text = "User " + " ".join(words)
+    head, sep, tail = text.partition(" ")
+    return head + sep + re.sub(r"\byour\b", "the user's", tail, flags=re.I) if sep else text
+
+
+def editable(content: str) -> tuple[str, bool]:
+    """What the person's correction box holds: the sentence said to them when turning it
+    back gives the stored text exactly (then a correction written the same way is turned
+    back on save), else the stored text as it is."""
+    said = second_person(content)
+    return (said, True) if said != content and third_person(said) == content else (content, False)
 
 
 def _day(when: Any, lang: str) -> str:
@@ -293,6 +385,7 @@ def about(handle: UserMemory, lang: str, *, limit: int = 200) -> dict[str, Any]:
             replaced = second_person(earlier[0])
         groups[_group(item)].append({
             "id": item.id, "sentence": second_person(item.content), "content": item.content,
+            "editable": editable(item.content)[0], "said_to_you": editable(item.content)[1],
             "kind": item.kind.value, "when": _day(item.created_at, lang),
             "source": source.content[:200] if source is not None and source.content else None,
             "source_role": source.role.value if source is not None else None,
