@@ -274,6 +274,37 @@ def serve(clients, requests, users, items, embedder, compare_postgres, redis, js
 
 
 
+@bench.command("forget-isolation")
+@click.option("--clients", default=4, show_default=True, help="Tenant A's concurrent clients.")
+@click.option("--seconds", default=15.0, show_default=True,
+              help="Length of each phase (A alone, A beside B's forget loop).")
+@click.option("--users", default=4, show_default=True, help="Tenant A's users.")
+@click.option("--items", default=5000, show_default=True, help="Memory items seeded per user of A.")
+@click.option("--erase-within", default=20.0, show_default=True,
+              help="The server's erase_within_s: the forgotten bytes must leave the files by then "
+                   "(+ 5 s + the compaction's time).")
+@click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def forget_isolation(clients, seconds, users, items, erase_within, embedder, json_out) -> None:
+    """One tenant's p50/p95 alone and beside another tenant's key forgetting a user in a
+    loop (a `memstrata serve` subprocess on SQLite), and the forgotten bytes gone from the
+    .db/-wal/-shm files by the stated deadline."""
+    import shlex
+    import sys
+
+    from ..bench.forget_isolation import render, run_forget_isolation
+
+    report = run_forget_isolation(clients=clients, seconds=seconds, users=users, items=items,
+                                  erase_within=erase_within, embedder=embedder)
+    command = "memstrata bench " + shlex.join(sys.argv[sys.argv.index("forget-isolation"):]) \
+        if "forget-isolation" in sys.argv else "memstrata bench forget-isolation"
+    click.echo(render(report, command))
+    write_json(report, json_out)
+    if not report["gone_by_deadline"]:
+        raise click.exceptions.Exit(1)
+
+
 @bench.command()
 @click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
 @click.option("--chars", default=100_000, show_default=True, help="Length of the hostile query "

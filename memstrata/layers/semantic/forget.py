@@ -376,10 +376,12 @@ class Forgetter:
             if self.store.get_meta(ERASE_DUE) != pending:
                 return None  # another worker took it
             self.store.set_meta(ERASE_DUE, "")
+        started = time.monotonic()
         report = self.store.compact(wait_s=self.compact_wait_s)
         if report.checkpointed:
-            log.info("erased the pages freed by forgetting (%.1f s after it was due): %s",
-                     now - float(pending) + report.waited_s, report.to_dict())
+            log.info("erased the pages freed by forgetting (%.1f s after it was due, in %.1f s): %s",
+                     now - float(pending) + report.waited_s, time.monotonic() - started,
+                     report.to_dict())
         else:
             log.warning("erasing freed pages: %s; trying again in a minute", report.detail)
             self.store.set_meta(ERASE_DUE, repr(now + min(60.0, self.erase_within_s)))
