@@ -93,6 +93,9 @@ def test_slots(text, expected):
     ("Please write your answers in Chinese.", ("answer_language", "Chinese")),
     ("不要太长", ("answer_length", "short")),
     ("简短点", ("answer_length", "short")),
+    ("请回答得简短一些。", ("answer_length", "short")),  # 得, 一些: the person's page reader's case
+    ("请简短回答", ("answer_length", "short")),
+    ("回复简洁些", ("answer_length", "short")),
     ("别啰嗦，直接说重点", ("answer_length", "short")),
     ("别写那么多", ("answer_length", "short")),
     ("长话短说吧", ("answer_length", "short")),
