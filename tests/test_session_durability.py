@@ -10,16 +10,15 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from memstrata import Memory
+from memstrata.bench.redis_server import RedisServer as Redis
 from memstrata.stores.transfer import export_jsonl
 from memstrata.types import Scope, utcnow
 
@@ -30,77 +29,6 @@ TURNS = [  # 20 turns: 2 users x 2 sessions x 5, each a fact the rules extract
     (user, f"s{s}", f"My favourite thing is my {WORDS[i]}. I live in Berlin." if i % 5 == 0
      else f"I packed the {WORDS[i]} for the trip; I work as a nurse.")
     for i, (user, s) in enumerate((u, s) for u in ("lin", "mei") for s in (1, 2) for _ in range(5))]
-
-
-def _free_port() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 55000:  # a cluster node also listens on port + 10000
-            return port
-
-
-def _up(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
-class Redis:
-    """redis-server processes without persistence, which the test kills and restarts."""
-
-    def __init__(self, tmp: Path, cluster: bool) -> None:
-        self.tmp, self.cluster = tmp, cluster
-        self.ports = [_free_port() for _ in range(3 if cluster else 1)]
-
-    def start(self) -> None:
-        for p in self.ports:
-            extra = (["--cluster-enabled", "yes", "--cluster-config-file", str(self.tmp / f"n{p}.conf")]
-                     if self.cluster else [])
-            subprocess.run(["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
-                            "--appendonly", "no", "--daemonize", "yes", "--dir", str(self.tmp),
-                            "--logfile", str(self.tmp / f"n{p}.log"), *extra], check=True)
-        for p in self.ports:
-            for _ in range(200):
-                if _up(p):
-                    break
-                time.sleep(0.05)
-        if self.cluster:
-            if not (self.tmp / "created").exists():
-                subprocess.run(["redis-cli", "--cluster", "create",
-                                *[f"127.0.0.1:{p}" for p in self.ports], "--cluster-replicas", "0",
-                                "--cluster-yes"], check=True, capture_output=True, timeout=60)
-                (self.tmp / "created").touch()
-            for _ in range(300):  # a restarted node rejoins from its nodes.conf, empty
-                info = subprocess.run(["redis-cli", "-p", str(self.ports[0]), "cluster", "info"],
-                                      capture_output=True, text=True).stdout
-                if "cluster_state:ok" in info:
-                    break
-                time.sleep(0.1)
-            else:
-                pytest.fail("the Redis Cluster did not reach cluster_state:ok")
-
-    def kill(self) -> None:
-        for p in self.ports:
-            subprocess.run(["redis-cli", "-p", str(p), "shutdown", "nosave"], capture_output=True)
-        for p in self.ports:
-            for _ in range(200):
-                if not _up(p):
-                    break
-                time.sleep(0.05)
-
-    def keys(self) -> int:
-        return sum(int(subprocess.run(["redis-cli", "-p", str(p), "dbsize"], capture_output=True,
-                                      text=True).stdout.strip() or 0) for p in self.ports)
-
-    @property
-    def url(self) -> str:
-        if self.cluster:
-            return f"redis+cluster://127.0.0.1:{self.ports[0]}/?prefix=dur"
-        return f"redis://127.0.0.1:{self.ports[0]}/0?prefix=dur"
 
 
 @pytest.fixture(params=["redis", "redis-cluster"])

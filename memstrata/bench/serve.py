@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -38,7 +39,7 @@ from ..server.keys import Keys
 from ..types import Scope
 from .latency import _bulk_items, synthetic_texts
 
-__all__ = ["run_serve_bench", "render", "MIX"]
+__all__ = ["run_serve_bench", "render", "MIX", "http_client", "http_call", "serve_process"]
 
 #: The operations and their shares of the calls.
 MIX = (("search", 5), ("add", 3), ("context", 2))
@@ -103,25 +104,34 @@ def _in_process(memory: Memory, plans: list[list[tuple[str, str, str]]]) -> dict
     return _summary(samples, errors, time.perf_counter() - started)
 
 
+def http_client(url: str, token: str, clients: int, timeout: float = 120) -> httpx.AsyncClient:
+    """An HTTP client of the service for ``clients`` concurrent callers, with the key."""
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"},
+                             timeout=timeout, limits=limits)
+
+
+def http_call(op: str, user: str, text: str, session_id: str = "bench") -> tuple[str, dict[str, Any]]:
+    """The path and JSON body of one call of :data:`MIX` (``op``) for ``user`` about ``text``."""
+    if op == "search":
+        return f"/v1/users/{user}/search", {"query": text, "k": 10}
+    if op == "add":
+        return f"/v1/users/{user}/messages", {"messages": [{"role": "user", "content": text}],
+                                              "session_id": session_id}
+    return f"/v1/users/{user}/context", {"session_id": session_id, "budget": 1000,
+                                         "messages": [{"role": "user", "content": f"last time, {text}?"}]}
+
+
 async def _over_http(url: str, token: str, plans: list[list[tuple[str, str, str]]]) -> dict[str, Any]:
     samples: dict[str, list[float]] = {op: [] for op, _ in MIX}
     errors: dict[str, int] = {}
-    limits = httpx.Limits(max_connections=len(plans), max_keepalive_connections=len(plans))
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"},
-                                 timeout=120, limits=limits) as http:
+    async with http_client(url, token, len(plans)) as http:
         async def client(plan: list[tuple[str, str, str]]) -> None:
             for op, user, text in plan:
-                if op == "search":
-                    call = ("search", {"query": text, "k": 10})
-                elif op == "add":
-                    call = ("messages", {"messages": [{"role": "user", "content": text}],
-                                         "session_id": "bench"})
-                else:
-                    call = ("context", {"session_id": "bench", "budget": 1000,
-                                        "messages": [{"role": "user", "content": f"last time, {text}?"}]})
+                path, body = http_call(op, user, text)
                 started = time.perf_counter()
                 try:
-                    response = await http.post(f"/v1/users/{user}/{call[0]}", json=call[1])
+                    response = await http.post(path, json=body)
                     ok = response.status_code < 400
                 except httpx.HTTPError:
                     ok = False
@@ -147,16 +157,34 @@ def _seed(memory: Memory, users: int, items: int, progress: bool) -> None:
              {"role": "assistant", "content": "How did the migration go?"}], "bench", extract=False)
 
 
-def _serve(config: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def serve_process(config: Path, env: dict[str, str],
+                  log: list[str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """Start ``memstrata serve --config config``; return the process and its URL once
+    /readyz answers 200. Its log lines (stderr) are read on: into ``log`` when given,
+    else dropped — a pipe nobody reads would stall the service once full."""
     proc = subprocess.Popen([sys.executable, "-m", "memstrata.cli.main", "serve", "--config", str(config)],
                             stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None
-    line = proc.stderr.readline()
-    found = re.search(r"at (http://\S+)", line)
-    if found is None:
+    said: list[str] = []
+    for line in proc.stderr:  # log lines may come before the one with the URL
+        said.append(line)
+        if found := re.search(r"serving .* at (http://\S+)", line):
+            break
+    else:
         proc.kill()
-        raise RuntimeError(f"memstrata serve did not start: {line}{proc.stderr.read()[-2000:]}")
+        raise RuntimeError(f"memstrata serve did not start: {''.join(said)[-2000:]}")
     url = found.group(1)
+    if log is not None:
+        log.extend(said)
+    stderr = proc.stderr
+
+    def drain() -> None:
+        for rest in stderr:
+            if log is not None:
+                log.append(rest)
+        stderr.close()  # the process ended
+
+    threading.Thread(target=drain, daemon=True).start()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # ready once the store answers
         try:
@@ -188,7 +216,7 @@ def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, cli
     config.write_text(f"[server]\nport = 0\nrate_limit = 0\nlog_format = \"text\"\nmcp = false\n\n"
                       f"[memory]\n{memory_table}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    proc, base = _serve(config, env)
+    proc, base = serve_process(config, env)
     try:
         asyncio.run(_over_http(base, token, _plan(clients, 1, users, seed=5)))  # warm the server
         remote = asyncio.run(_over_http(base, token, plans))

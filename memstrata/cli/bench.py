@@ -306,6 +306,41 @@ def forget_isolation(clients, seconds, users, items, erase_within, embedder, jso
 
 
 @bench.command()
+@click.option("--clients", default=32, show_default=True, help="Concurrent clients.")
+@click.option("--duration", default=120.0, show_default=True, help="Seconds of load.")
+@click.option("--users", default=8, show_default=True, help="Users the calls spread over.")
+@click.option("--embedder", default="hash:384", show_default=True, help="Embedding provider.")
+@click.option("--redis-down", default=3.0, show_default=True,
+              help="Seconds Redis stays stopped before it starts again (empty).")
+@click.option("--store", default=None,
+              help="URL of an empty PostgreSQL database with pgvector (default: a temporary "
+                   "one from the pgserver package).")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def chaos(clients, duration, users, embedder, redis_down, store, json_out) -> None:
+    """The service on PostgreSQL + Redis under mixed load (add/search/context/forget) while
+    Redis restarts empty and the service is SIGKILLed and restarted: every acknowledged add
+    read back, no forgotten text back, failures counted by kind and phase. Needs
+    redis-server (a private one is started on a free port, without persistence)."""
+    from contextlib import ExitStack
+
+    from ..bench.chaos import render, run_chaos
+    from ..bench.tempdb import temporary_postgres
+
+    with ExitStack() as stack:
+        pg = store or stack.enter_context(temporary_postgres())
+        report = run_chaos(pg, clients=clients, duration=duration, users=users, embedder=embedder,
+                           redis_down_s=redis_down)
+    click.echo(render(report))
+    write_json(report, json_out)
+    checks = report["checks"]
+    if (checks["read_back"] != checks["acknowledged_adds"]
+            or checks["in_export"] != checks["acknowledged_adds"]
+            or checks["back_in_export"] or checks["back_in_search"] or checks["back_in_session_log"]):
+        raise click.ClickException("acknowledged adds lost or forgotten text back (see above)")
+
+
+@bench.command()
 @click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
 @click.option("--chars", default=100_000, show_default=True, help="Length of the hostile query "
               "and of the Chinese message.")
