@@ -31,11 +31,13 @@ the problem.
 from __future__ import annotations
 
 import re
+import reprlib
 
 __all__ = [
     "with_article",
     "type_words",
     "mask_credentials",
+    "shown",
     "MemstrataError",
     "ConfigError",
     "ValidationError",
@@ -89,6 +91,21 @@ def type_words(kind: type) -> str:
     """A Python type as a message says it: ``int`` -> ``"an integer"``, ``float`` ->
     ``"a number"``, ``str`` -> ``"a string"``, ``bool`` -> ``"true or false"``."""
     return _TYPE_WORDS.get(kind.__name__) or with_article(kind.__name__)
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 2, 60, 60, 40
+_SHOWN.maxdict = _SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxset = _SHOWN.maxfrozenset = 4
+
+
+def shown(value: object) -> str:
+    """A caller's value as an error message shows it: its repr, cut short and never
+    more than two levels deep (a 5,000-level dict's own repr is a RecursionError; a
+    300,000-character string would flood the message)."""
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # a caller's object whose __repr__ fails: say what it is
+        return f"<{type(value).__name__} object>"
 
 
 _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:]*)(?::[^\s/@]*)?@")

@@ -22,7 +22,7 @@ import unicodedata
 from typing import Any
 from urllib.parse import quote, unquote
 
-from .errors import ValidationError
+from .errors import ValidationError, shown
 
 __all__ = ["MAX_ID_CHARS", "ID_PATTERN", "RESERVED_ID_MARK", "check_id", "is_valid_id",
            "segment", "from_header", "to_header"]
@@ -51,8 +51,8 @@ def check_id(value: Any, what: str, *, empty: bool = False, reserved: bool = Fal
     """``value`` if it is a valid id, else :class:`ValidationError` saying why.
     ``empty`` also allows ``""`` (the default namespace); ``reserved`` also allows
     memstrata's own ids (starting with :data:`RESERVED_ID_MARK`)."""
-    if not isinstance(value, str):
-        raise ValidationError(f"{what} must be a non-empty string, got {value!r}")
+    if not isinstance(value, str):  # (shown: a 5,000-level dict's own repr is a RecursionError)
+        raise ValidationError(f"{what} must be a non-empty string, got {shown(value)}")
     body = value[1:] if reserved and value.startswith(RESERVED_ID_MARK) else value
     if (empty and value == "") or is_valid_id(body):
         return value

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from .checks import check_count, check_seconds
 from .config import Settings
 from .errors import ConfigError, JobError, StoreError
 from .jobs import Periodic, Worker, wait_for
@@ -55,8 +56,8 @@ from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState, open_session_store
 from .stores import open_store
 from .stores.base import CompactReport, Job, ProfileVersion, SessionInfo, Store
-from .stores.policy import UNFINISHED
-from .types import ItemVersion, MemoryItem, Message, Scope, SearchHit, check_id, utcnow
+from .stores.policy import UNFINISHED, job_statuses
+from .types import ItemVersion, MemoryItem, Message, Scope, SearchHit, check_id, parse_time, utcnow
 from .usage import UsageReport, usage_report
 from .user import AddResult, UserMemory
 
@@ -252,6 +253,7 @@ class Memory:
         (including jobs a previous process left behind). Raises JobError when one of
         them ended failed (after its last attempt) since the last flush — not for an
         attempt that a retry then finished — or after ``timeout`` seconds."""
+        timeout = None if timeout is None else check_seconds(timeout, "timeout")
         if self.settings.worker == "thread" and not self.settings.read_only \
                 and self.store.list_jobs(statuses=UNFINISHED, limit=1):
             self.worker.start()
@@ -275,7 +277,8 @@ class Memory:
         """Background jobs, oldest first (all users unless ``user_id``)."""
         if user_id is not None:
             return self.user(user_id, agent=agent_id).jobs(status=status, limit=limit)
-        return self.store.list_jobs(None, statuses=(status,) if status else (), limit=limit)
+        return self.store.list_jobs(None, statuses=job_statuses(status),
+                                    limit=check_count(limit, "limit"))
 
     def usage(self, user_id: str | None = None, *, agent_id: str | None = None) -> UsageReport:
         """LLM calls, tokens and latency per purpose (extract, conflict, summary), calls
@@ -301,7 +304,7 @@ class Memory:
     def maintain_scopes(self, scopes: Sequence[Scope], now: datetime | None = None, *,
                         background: bool = False) -> MaintenanceReport:
         """:meth:`maintain` for the given scopes."""
-        now = now or utcnow()
+        now = utcnow() if now is None else parse_time(now, what="now")
         if not background:
             report = self.pipeline.maintain(scopes, now)
             for scope in scopes:
@@ -324,7 +327,8 @@ class Memory:
                      limit: int = 100) -> builtins.list[tuple[Scope, str]]:
         """Archive every session idle for ``session_idle_minutes``; call it from a
         scheduler or worker. Returns (scope, session id) of each one archived."""
-        done = self.session_manager.sweep(now, limit)
+        now = None if now is None else parse_time(now, what="now")
+        done = self.session_manager.sweep(now, check_count(limit, "limit"))
         for scope, session_id, handed in done:
             self.after_archive(scope, session_id, handed)
         return [(scope, session_id) for scope, session_id, _ in done]

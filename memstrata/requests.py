@@ -9,11 +9,11 @@ same words.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ValidationError
+from .errors import ValidationError, shown
 from .layers.context import Quotas
 from .layers.working import POLICIES
 from .retrieval.request import SearchRequest, _check_k, _check_min_score, _check_roles
@@ -55,8 +55,10 @@ class ContextRequest:
     @classmethod
     def build(cls, session_id: str = "default", messages: Any = None,
               **options: Any) -> "ContextRequest":
-        if isinstance(messages, (Mapping, str)):
-            raise ValidationError("messages must be a list of OpenAI-format dicts")
+        if messages is not None and (isinstance(messages, (str, bytes, Mapping))
+                                     or not isinstance(messages, Iterable)):
+            raise ValidationError("messages must be a list of OpenAI-format dicts, not "
+                                  f"{type(messages).__name__}")
         if "filters" in options:
             options["filters"] = Filters.build(options["filters"])
         if isinstance(options.get("roles"), (list, tuple)):
@@ -68,11 +70,11 @@ class ContextRequest:
         check_id(self.session_id, "session_id")
         if self.recall not in RECALL_MODES:
             raise ValidationError(f"recall must be one of {', '.join(RECALL_MODES)}, "
-                                  f"not {self.recall!r}")
+                                  f"not {shown(self.recall)}")
         if self.policy not in POLICIES:
-            raise ValidationError(f"policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
+            raise ValidationError(f"policy must be one of {', '.join(POLICIES)}, not {shown(self.policy)}")
         if not isinstance(self.budget, int) or isinstance(self.budget, bool) or self.budget < 1:
-            raise ValidationError(f"budget must be a positive number of tokens, got {self.budget!r}")
+            raise ValidationError(f"budget must be a positive number of tokens, got {shown(self.budget)}")
         _check_k(self.k)
         if self.query is not None and not isinstance(self.query, str):
             raise ValidationError(f"query must be a string, not {type(self.query).__name__}")

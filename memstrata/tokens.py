@@ -249,8 +249,8 @@ def get_tokenizer(spec: str | Tokenizer | None = None) -> Tokenizer:
     if spec is None or spec == "estimate":
         return EstimateTokenizer()
     if not isinstance(spec, str):
-        if isinstance(spec, Tokenizer):
-            return spec
+        if isinstance(spec, Tokenizer) and not isinstance(spec, (bytes, bytearray, list, tuple)):
+            return spec  # (those have a count() too, of another kind)
         raise ConfigError(f"a tokenizer needs a count(text) -> int method; got {type(spec).__name__}")
     if spec == "tiktoken" or spec.startswith("tiktoken:"):
         return TiktokenTokenizer(spec.partition(":")[2] or "cl100k_base")

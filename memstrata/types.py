@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from .errors import ValidationError, with_article
+from .checks import check_json, check_text
+from .errors import ValidationError, shown, with_article
 from .ids import MAX_ID_CHARS, check_id
 from .text import clip, detect_language
 
@@ -101,34 +102,28 @@ def from_timestamp(value: float | None) -> datetime | None:
 
 
 def parse_time(value: Any, *, what: str = "time") -> datetime:
-    """Accept a datetime, an epoch number or an ISO-8601 string; return aware UTC."""
+    """Accept a datetime, an epoch number or an ISO-8601 string; return aware UTC. An
+    epoch that is not a finite number of seconds within years 1-9999 (NaN, 1e20) is a
+    ValidationError."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(float(value), UTC)
+        try:
+            return datetime.fromtimestamp(float(value), UTC)
+        except (ValueError, OverflowError, OSError):  # NaN, inf, past year 9999
+            raise ValidationError(f"{what} {shown(value)} is not an epoch time (seconds since "
+                                  "1970 within years 1-9999); pass a datetime or an ISO string") from None
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError as exc:
             raise ValidationError(
-                f"{what} {value!r} is not ISO-8601; pass e.g. '2024-05-08T13:56:00+00:00' "
+                f"{what} {shown(value)} is not ISO-8601; pass e.g. '2024-05-08T13:56:00+00:00' "
                 "or a datetime"
             ) from exc
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     raise ValidationError(f"{what} must be a datetime, an epoch number or an ISO string, "
                           f"not {type(value).__name__}")
-
-
-def check_text(value: str, what: str) -> str:
-    """``value`` if it can be stored as UTF-8 (no lone surrogate, which Python strings
-    may hold and no database can store); ValidationError otherwise."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValidationError(f"{what} holds a lone surrogate ({value[exc.start]!r} at "
-                              f"position {exc.start}), which is not Unicode text; decode "
-                              "the input with errors='replace'") from None
-    return value
 
 
 _check_id = check_id
@@ -202,15 +197,16 @@ def _tool_calls(raw: Any, where: str) -> tuple[Mapping[str, Any], ...]:
         function = call.get("function")
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str) \
                 or not function["name"]:
-            raise ValidationError(f"{where}: tool call {call['id']!r} needs 'function': "
+            raise ValidationError(f"{where}: tool call {shown(call['id'])} needs 'function': "
                                   "{'name': '...', 'arguments': '...'}")
         arguments = function.get("arguments", "")
         if isinstance(arguments, Mapping):
-            arguments = json.dumps(arguments, ensure_ascii=False)
+            arguments = json.dumps(check_json(arguments, f"{where}: tool call arguments"),
+                                   ensure_ascii=False)
         elif arguments is None:
             arguments = ""
         elif not isinstance(arguments, str):
-            raise ValidationError(f"{where}: tool call {call['id']!r}: arguments must be a "
+            raise ValidationError(f"{where}: tool call {shown(call['id'])}: arguments must be a "
                                   "JSON string or a dict")
         calls.append({**call, "type": call.get("type") or "function",
                       "function": {**function, "arguments": arguments}})
@@ -239,7 +235,7 @@ class Message:
         # a Message built directly is checked like one from a dict: a malformed value
         # stored once would break every later read of its session
         if not isinstance(self.role, Role):
-            raise ValidationError(f"message role must be a Role, not {self.role!r}; build "
+            raise ValidationError(f"message role must be a Role, not {shown(self.role)}; build "
                                   "messages from dicts with Message.from_dict")
         if self.content is not None:
             if not isinstance(self.content, str):
@@ -259,6 +255,8 @@ class Message:
             raise ValidationError("tool_call_id must be a string")
         if not isinstance(self.metadata, Mapping):
             raise ValidationError("message metadata must be a dict")
+        check_json(self.metadata, "message metadata")
+        check_json(self.tool_calls, "message tool_calls")
 
     def to_openai(self) -> dict[str, Any]:
         """The message as the OpenAI chat API expects it."""
@@ -308,7 +306,7 @@ class Message:
             role = Role(_ROLE_ALIASES.get(raw_role, raw_role))
         except ValueError:
             raise ValidationError(
-                f"{where} has role {raw_role!r}; use one of system, developer, user, "
+                f"{where} has role {shown(raw_role)}; use one of system, developer, user, "
                 "assistant, tool") from None
         metadata = data.get("metadata") or {}
         if not isinstance(metadata, Mapping):
@@ -472,6 +470,8 @@ class Filters:
             raise ValidationError("filters must be a dict or a Filters")
         aliases = {"session_id": "session_ids", "kind": "kinds", "status": "statuses",
                    "layer": "layers", "tag": "tags"}
+        if not all(isinstance(k, str) for k in value):
+            raise ValidationError(f"filter names are strings, got {shown(list(value))}")
         data = {aliases.get(k, k): v for k, v in value.items()}
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
@@ -678,7 +678,7 @@ class StructuredSummary:
 
     def __post_init__(self) -> None:
         if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
-            raise ValidationError(f"max_chars must be a positive integer, not {self.max_chars!r}")
+            raise ValidationError(f"max_chars must be a positive integer, not {shown(self.max_chars)}")
         for part in PARTS:
             value = getattr(self, part)
             if not isinstance(value, str):
@@ -710,7 +710,7 @@ class StructuredSummary:
         if language is None:
             language = detect_language(" ".join(getattr(self, p) for p in PARTS))
         if language not in _HEADINGS:
-            raise ValidationError(f"language must be 'zh' or 'en', not {language!r}")
+            raise ValidationError(f"language must be 'zh' or 'en', not {shown(language)}")
         title, names = _HEADINGS[language]
         colon = "：" if language == "zh" else ": "
         lines = [f"- {names[p]}{colon}{getattr(self, p)}" for p in PARTS if getattr(self, p).strip()]

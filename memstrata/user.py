@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
+from .checks import check_count
 from .config import Settings
 from .errors import ConflictError, NotFoundError, ValidationError
 from .knowledge import Knowledge, KnowledgeBase, KnowledgeHit
@@ -45,10 +46,11 @@ from .retrieval.indexer import Indexer
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState
 from .stores.base import IdempotentAdd, Job, ProfileVersion, SessionInfo, Store
+from .stores.policy import job_statuses
 from .text import tokenize
 from .tokens import get_tokenizer
-from .types import (PARTS, Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope,
-                    SearchHit, Status, StructuredSummary, check_id, utcnow)
+from .types import (PARTS, Filters, ItemVersion, Kind, Layer, MemoryItem, Message, Role, Scope, SearchHit,
+                    Status, StructuredSummary, check_id, utcnow)
 from .usage import UsageReport, usage_report
 
 __all__ = ["UserMemory", "AddResult", "Engine", "SURFACE", "LOCAL_ONLY"]
@@ -97,6 +99,15 @@ def _parse_messages(messages: Any, max_chars: int) -> builtins.list[Message]:
 
 def _check_session(session_id: Any) -> str:
     return check_id(session_id, "session_id")
+
+
+def _import_session_id(session: Mapping[str, Any], i: int) -> Any:
+    """An imported session's id: its ``session_id`` (a number as its digits) or
+    ``import-<i>``; add() checks it."""
+    given = session.get("session_id")
+    if isinstance(given, int) and not isinstance(given, bool):
+        return str(given)
+    return given or f"import-{i}"
 
 
 def _turn_key(message: Message, timed: bool) -> str:
@@ -334,14 +345,16 @@ class UserMemory:
         bar). With ``extract`` each session also gets an extraction job (off by default:
         imports are often benchmarks of raw-turn retrieval).
         """
+        if isinstance(sessions, (str, bytes, Mapping)) or not isinstance(sessions, Iterable):
+            raise ValidationError("sessions must be a list of dicts like {'session_id': ..., "
+                                  f"'messages': [...]}}, not {type(sessions).__name__}")
         sessions = list(sessions)
         for i, session in enumerate(sessions):
             if not isinstance(session, Mapping) or "messages" not in session:
                 raise ValidationError(f"session {i} must be a dict with 'messages' "
                                       "(and optionally 'session_id')")
         with self.memory.store.transaction():
-            results = [self.add(session["messages"],
-                                str(session.get("session_id") or f"import-{i}"),
+            results = [self.add(session["messages"], _import_session_id(session, i),
                                 index=False, extract=extract) for i, session in enumerate(sessions)]
         batch = self.memory.settings.embed_batch
         with tqdm(total=sum(len(r.messages) for r in results), desc=f"indexing {self.user_id}",
@@ -377,7 +390,7 @@ class UserMemory:
     def _same_item(self, content: Any, kind: "Kind | str") -> MemoryItem | None:
         """The active item of ``kind`` whose text is ``content``, found through the
         lexical index (an item is indexed when written), or None."""
-        if not isinstance(content, str) or not content.strip():
+        if not isinstance(content, str) or not content.strip() or not isinstance(kind, str):
             return None  # new_item says what is wrong with it
         try:
             wanted = Kind(kind)
@@ -403,11 +416,9 @@ class UserMemory:
     def list(self, *, filters: "Filters | Mapping[str, Any] | None" = None, limit: int = 100,
              offset: int = 0) -> builtins.list[MemoryItem]:
         """Memory items, newest first (active only unless ``filters`` says otherwise)."""
-        for name, number in (("limit", limit), ("offset", offset)):
-            if not isinstance(number, int) or isinstance(number, bool) or number < 0:
-                raise ValidationError(f"{name} must be a non-negative integer, got {number!r}")
-        return self.memory.store.list_items(self.scope, Filters.build(filters), limit=limit,
-                                            offset=offset)
+        return self.memory.store.list_items(self.scope, Filters.build(filters),
+                                            limit=check_count(limit, "limit"),
+                                            offset=check_count(offset, "offset"))
 
     def update(self, item_id: str, *, actor: str = "api", reason: str = "update() call",
                expected_version: int | None = None, **changes: Any) -> MemoryItem:
@@ -619,7 +630,8 @@ class UserMemory:
         """Queue extraction over a session's turns from ``from_seq`` (e.g. after a session
         store handed its messages to the main store)."""
         m = self.memory
-        last = m.store.get_messages(self.scope, session_id, start=from_seq)
+        last = m.store.get_messages(self.scope, _check_session(session_id),
+                                    start=check_count(from_seq, "from_seq"))
         if not last or m.settings.extraction == "off":
             return None
         job = m.enqueue_extract(self.scope, session_id, from_seq, last[-1].seq)
@@ -633,8 +645,8 @@ class UserMemory:
 
     def jobs(self, *, status: str | None = None, limit: int = 1000) -> builtins.list[Job]:
         """The user's background jobs, oldest first."""
-        return self.memory.store.list_jobs(self.scope, statuses=(status,) if status else (),
-                                           limit=limit)
+        return self.memory.store.list_jobs(self.scope, statuses=job_statuses(status),
+                                           limit=check_count(limit, "limit"))
 
     def usage(self) -> UsageReport:
         """LLM calls, tokens and latency per purpose, and item writes per path."""

@@ -22,6 +22,7 @@ RANKS: dict[str, float] = {
     "memstrata.text": 1,
     "memstrata.quoting": 1.5,  # the one quoting function for prompts (pure, stdlib only)
     "memstrata.ids": 1.6,  # the one rule for a valid id (pure, stdlib only)
+    "memstrata.checks": 1.8,  # the checks of a caller's values at every entrance
     "memstrata.types": 2,
     "memstrata.config": 2,
     "memstrata.tokens": 3,

@@ -35,7 +35,7 @@ from typing import Any
 from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, MatchCondition, Op,
                                   PutOp, Result, SearchItem, SearchOp)
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import NotFoundError, ValidationError, shown
 from ..layers.semantic.items import new_item
 from ..memory import Memory
 from ..types import Filters, MemoryItem
@@ -107,7 +107,7 @@ def _operator(actual: Any, op: str, wanted: Any) -> bool:
         except (TypeError, ValueError):
             return False
         return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
-    raise ValidationError(f"unsupported filter operator {op!r}; use $eq, $ne, $gt, $gte, $lt, $lte")
+    raise ValidationError(f"unsupported filter operator {shown(op)}; use $eq, $ne, $gt, $gte, $lt, $lte")
 
 
 def matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..config import Settings
-from ..errors import ValidationError
+from ..errors import ValidationError, shown
 from ..providers.embedders import Embedder
 from ..retrieval.documents import chunk_texts
 from ..retrieval.indexer import Indexer, cache_key, embed_cached
@@ -151,10 +151,10 @@ class KnowledgeBase:
         documents when the caller has read them already (one read for a folder)."""
         _check_kb(kb)
         if not parsed.text.strip():
-            raise ValidationError(f"document {doc_id!r} ({source or 'no source'}) has no text "
+            raise ValidationError(f"document {shown(doc_id)} ({source or 'no source'}) has no text "
                                   "after cleaning; nothing to ingest")
         if duplicates not in ("skip", "keep"):
-            raise ValidationError(f"duplicates must be 'skip' or 'keep', not {duplicates!r}")
+            raise ValidationError(f"duplicates must be 'skip' or 'keep', not {shown(duplicates)}")
         existing = self.store.list_knowledge_documents(kb, doc_ids=[doc_id], limit=1)
         before = existing[0] if existing else None
         chunks = self.store.knowledge_chunks(kb, doc_id=doc_id) if before else []
@@ -283,7 +283,7 @@ class KnowledgeBase:
         ``query_vector`` is the embedded query (else it is embedded here) and
         ``expansion`` overrides the query-expansion weight (0: off)."""
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
-            raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
+            raise ValidationError(f"k must be an integer between 1 and 1000, got {shown(k)}")
         floor = self.settings.kb_min_score if min_score is None else min_score
         vector = query_vector
         if mode != "lexical" and vector is None:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-from ..errors import ValidationError
+from ..errors import ValidationError, shown
 from .parse import Block, Parsed
 
 __all__ = ["ChunkSpec", "Piece", "chunk", "sentence_spans", "CHUNKER_VERSION"]
@@ -49,13 +49,14 @@ class ChunkSpec:
 
     def __post_init__(self) -> None:
         if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 20:
-            raise ValidationError(f"max_chars must be an integer of at least 20, not {self.max_chars!r}")
+            raise ValidationError(f"max_chars must be an integer of at least 20, not {shown(self.max_chars)}")
         if isinstance(self.min_chars, bool) or not isinstance(self.min_chars, int) \
                 or not 0 <= self.min_chars <= self.max_chars:
             raise ValidationError(f"min_chars must be an integer between 0 and max_chars "
-                                  f"({self.max_chars}), not {self.min_chars!r}")
+                                  f"({self.max_chars}), not {shown(self.min_chars)}")
         if not isinstance(self.cjk_weight, (int, float)) or not 0.1 <= self.cjk_weight <= 10:
-            raise ValidationError(f"cjk_weight must be a number between 0.1 and 10, not {self.cjk_weight!r}")
+            raise ValidationError("cjk_weight must be a number between 0.1 and 10, not "
+                                  f"{shown(self.cjk_weight)}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -24,10 +25,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..errors import NotFoundError, ValidationError
+from ..checks import check_count, check_json, check_label
+from ..errors import NotFoundError, ValidationError, shown
 from ..retrieval.search import MODES, Mode
 from ..stores.knowledge import KnowledgeChunk, KnowledgeDocument, kb_scope
-from ..types import Scope, parse_time
+from ..types import Scope, check_text, parse_time
 from .base import DocumentHit, KnowledgeBase, KnowledgeHit
 from .ingest import IngestResult, Plan
 from .parse import FORMATS, parse
@@ -46,14 +48,14 @@ def _strings(value: Any, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, Sequence) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ValidationError(f"{what} must be a string or a list of non-empty strings, got {value!r}")
+        raise ValidationError(f"{what} must be a string or a list of non-empty strings, got {shown(value)}")
     return tuple(value)
 
 
 def _doc_id(value: Any) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 256:
         raise ValidationError(f"doc_id must be a non-empty string of at most 256 characters, "
-                              f"got {value!r}")
+                              f"got {shown(value)}")
     return value
 
 
@@ -95,8 +97,13 @@ class Knowledge:
         the same path again updates only the chunks that changed. Returns one
         :class:`~memstrata.knowledge.ingest.IngestResult` per file; a file of the folder
         with no text is skipped as ``empty`` (a single file with none is an error)."""
+        if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+            raise ValidationError(f"path must be a str or a Path, not {type(path).__name__}")
         root = Path(path).expanduser()
-        folder = root.is_dir()
+        try:
+            folder, single = root.is_dir(), root.is_file()
+        except (OSError, ValueError):  # a name too long for the file system, a NUL in it
+            folder = single = False
         if folder:
             files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
                            and not any(part.startswith(".") for part in p.relative_to(root).parts))
@@ -104,7 +111,7 @@ class Knowledge:
                 raise ValidationError("doc_id names one document; a folder gives each file its "
                                       "relative path as id")
             named = [(f, f.relative_to(root).as_posix()) for f in files]
-        elif root.is_file():
+        elif single:
             named = [(root, root.name if doc_id is None else doc_id)]
         else:
             raise NotFoundError(f"no file or folder {str(path)!r}")
@@ -141,8 +148,16 @@ class Knowledge:
         it again with a changed text updates only the chunks that changed."""
         if not isinstance(content, (str, bytes)):
             raise ValidationError(f"content must be str or bytes, not {type(content).__name__}")
+        if isinstance(content, str):
+            check_text(content, "content")
+        for name, label in (("source", source), ("title", title)):
+            if label is not None:
+                check_label(label, name)
         if format != "auto" and format not in FORMATS:
-            raise ValidationError(f"unknown document format {format!r}; use auto, {', '.join(FORMATS)}")
+            raise ValidationError(f"unknown document format {shown(format)}; use auto, {', '.join(FORMATS)}")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ValidationError(f"metadata must be a dict, not {type(metadata).__name__}")
+        check_json(metadata, "metadata")
         scope = self._scope(private)
         doc_id = _doc_id(doc_id)
         parsed = parse(content, format, name=source or doc_id, title=title or "")
@@ -186,6 +201,8 @@ class Knowledge:
              ) -> builtins.list[KnowledgeDocument]:
         """Documents (without their text), by id; both knowledge bases unless
         ``private`` is True (the user's only) or False (the shared one only)."""
+        check_count(limit, "limit")
+        check_count(offset, "offset")
         out: builtins.list[KnowledgeDocument] = []
         for scope in self._scopes(private):
             out += self.engine.store.list_knowledge_documents(
@@ -218,10 +235,11 @@ class Knowledge:
         tag in ``tags``, any of ``sources``/``documents``; none under ``min_score``."""
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must be a non-empty string")
+        check_count(k, "k", minimum=1, maximum=1000)
         if mode not in MODES:
-            raise ValidationError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+            raise ValidationError(f"mode must be one of {', '.join(MODES)}, not {shown(mode)}")
         if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, (int, float))):
-            raise ValidationError(f"min_score must be a number, not {min_score!r}")
+            raise ValidationError(f"min_score must be a number, not {shown(min_score)}")
         return self.engine.search(self._scopes(private), query, k=k, tags=_strings(tags, "tags"),
                                   sources=_strings(sources, "sources"),
                                   documents=_strings(documents, "documents"), min_score=min_score,
@@ -230,7 +248,8 @@ class Knowledge:
     def search_documents(self, query: str, *, k: int = 5, **options: Any) -> builtins.list[DocumentHit]:
         """Documents ranked by their best chunk for ``query``, each with its matching
         chunks; options as for :meth:`search`."""
-        hits = self.search(query, k=max(4 * k, 20), expand=False, **options)
+        hits = self.search(query, k=max(4 * check_count(k, "k", minimum=1, maximum=1000), 20),
+                           expand=False, **options)
         grouped: dict[tuple[str, str], builtins.list[KnowledgeHit]] = {}
         for hit in hits:
             grouped.setdefault((hit.kb.user_id, hit.doc_id), []).append(hit)
@@ -249,8 +268,8 @@ class Knowledge:
         ``kb_stale_recalls`` setting) and never used — for review; search ranks them
         lower (the ``kb_stale_weight`` setting)."""
         floor = self.engine.settings.kb_stale_recalls if min_recalls is None else min_recalls
-        if isinstance(floor, bool) or not isinstance(floor, int) or floor < 1:
-            raise ValidationError(f"min_recalls must be a positive integer, not {min_recalls!r}")
+        check_count(floor, "min_recalls", minimum=1)
+        check_count(limit, "limit")
         out: builtins.list[KnowledgeChunk] = []
         for scope in self._scopes(private):
             out += self.engine.store.stale_knowledge(scope, min_recalls=floor, limit=limit)

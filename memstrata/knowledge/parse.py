@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from io import BytesIO
 
-from ..errors import ConfigError, ValidationError
+from ..errors import ConfigError, ValidationError, shown
 
 __all__ = ["Block", "Parsed", "parse", "FORMATS", "detect_format"]
 
@@ -511,7 +511,7 @@ def parse(raw: "str | bytes", format: str = "auto", *, name: str = "", title: st
     line of plain text)."""
     fmt = detect_format(name, raw) if format == "auto" else format
     if fmt not in FORMATS:
-        raise ValidationError(f"unknown document format {format!r}; use auto, {', '.join(FORMATS)}")
+        raise ValidationError(f"unknown document format {shown(format)}; use auto, {', '.join(FORMATS)}")
     if fmt == "pdf":
         if isinstance(raw, str):
             raise ValidationError("a PDF must be passed as bytes (open the file with 'rb')")

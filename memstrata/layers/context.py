@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ValidationError
+from ..errors import ValidationError, shown
 from ..quoting import quote_data
 from ..text import analyze
 from ..tokens import REPLY_PRIMING, Tokenizer, count_message
@@ -280,7 +280,7 @@ def assemble(messages: Sequence[Any], *, budget: int, profile: str | None = None
     ``policy="strict"``, ToolCallSequenceError for a malformed tool-call sequence.
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ValidationError(f"budget must be a positive number of tokens, not {budget!r}")
+        raise ValidationError(f"budget must be a positive number of tokens, not {shown(budget)}")
     q = Quotas.build(quotas)
     grouping = group_messages(messages, policy=policy, tokenizer=tokenizer)
     system_tokens = sum(g.tokens for g in grouping.groups if g.kind == "system")

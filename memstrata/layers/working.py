@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import BudgetError, ToolCallSequenceError, ValidationError
+from ..errors import BudgetError, ToolCallSequenceError, ValidationError, shown
 from ..tokens import REPLY_PRIMING, Tokenizer, count_message
 from ..types import Message, Role
 
@@ -146,7 +146,7 @@ def group_messages(messages: Sequence[MessageLike], *, policy: Policy = "repair"
     result or unanswered tool call.
     """
     if policy not in POLICIES:
-        raise ValidationError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+        raise ValidationError(f"policy must be one of {', '.join(POLICIES)}, not {shown(policy)}")
     msgs = _normalise(messages)
     repairs: list[Dropped] = []
     kept: list[tuple[int, dict[str, Any], str, int]] = []  # (source, message, kind, group no)
@@ -249,13 +249,13 @@ def trim(messages: Sequence[MessageLike], budget: int | None = None, *,
     """
     if strategy not in ("budget", "window", "summary+window"):
         raise ValidationError(f"strategy must be 'budget', 'window' or 'summary+window', "
-                              f"not {strategy!r}")
+                              f"not {shown(strategy)}")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-        raise ValidationError(f"budget must be a positive number of tokens, not {budget!r}")
+        raise ValidationError(f"budget must be a positive number of tokens, not {shown(budget)}")
     if strategy == "budget" and budget is None:
         raise ValidationError("strategy 'budget' needs a budget (tokens), e.g. budget=4000")
     if strategy != "budget" and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-        raise ValidationError(f"window must be a positive number of turns, not {window!r}")
+        raise ValidationError(f"window must be a positive number of turns, not {shown(window)}")
     grouping = group_messages(messages, policy=policy, tokenizer=tokenizer)
     groups = grouping.groups
     dropped = list(grouping.repairs)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from ..errors import ValidationError
-from ..types import Filters, check_text
+from ..errors import ValidationError, shown
+from ..types import Filters, check_text, parse_time
 from .scoring import ScoringPreset, get_preset
 from .units import ROLES
 
@@ -40,17 +40,17 @@ def _check_query(query: Any, limit: int) -> str:
 def _check_min_score(value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10:
         raise ValidationError(f"min_score must be a number from 0 to 10 (scores are mostly in "
-                              f"[0, 1]; see docs/retrieval.md), got {value!r}")
+                              f"[0, 1]; see docs/retrieval.md), got {shown(value)}")
 
 
 def _check_roles(roles: Any) -> None:
-    if isinstance(roles, str) or not all(isinstance(r, str) and r in ROLES for r in roles):
-        raise ValidationError(f"roles must be a list of {', '.join(ROLES)}, got {roles!r}")
+    if not isinstance(roles, (list, tuple)) or not all(isinstance(r, str) and r in ROLES for r in roles):
+        raise ValidationError(f"roles must be a list of {', '.join(ROLES)}, got {shown(roles)}")
 
 
 def _check_k(k: Any) -> int:
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
-        raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
+        raise ValidationError(f"k must be an integer between 1 and 1000, got {shown(k)}")
     return k
 
 
@@ -103,7 +103,7 @@ class SearchRequest:
         _check_query(self.query, max_chars)
         _check_k(self.k)
         if self.mode not in MODES:
-            raise ValidationError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+            raise ValidationError(f"mode must be one of {', '.join(MODES)}, not {shown(self.mode)}")
         if self.scoring is not None:
             get_preset(self.scoring)
         if not all(isinstance(r, str) for r in self.recent):
@@ -112,4 +112,8 @@ class SearchRequest:
             check_text(turn, "recent turn")
         _check_min_score(self.min_score)
         _check_roles(self.roles)
+        if self.now is not None and not isinstance(self.now, datetime):
+            raise ValidationError(f"now must be a datetime, not {type(self.now).__name__}")
+        if self.now is not None and self.now.tzinfo is None:  # naive: UTC, as parse_time reads it
+            return replace(self, now=parse_time(self.now, what="now"))
         return self

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from ..errors import ValidationError
+from ..errors import ValidationError, shown
 
 __all__ = ["ScoringPreset", "PRESETS", "get_preset", "recency", "final_score"]
 
@@ -68,7 +68,7 @@ def get_preset(name: "str | ScoringPreset") -> ScoringPreset:
     try:
         return PRESETS[name]
     except (KeyError, TypeError):  # an unknown name, or not a name at all
-        raise ValidationError(f"unknown scoring preset {name!r}; choose one of "
+        raise ValidationError(f"unknown scoring preset {shown(name)}; choose one of "
                               f"{', '.join(PRESETS)}") from None
 
 

@@ -7,18 +7,28 @@ PostgreSQL cannot drift apart.
 
 from __future__ import annotations
 
-from ..errors import ConflictError, NotFoundError, StoreError, ValidationError
+from ..errors import ConflictError, NotFoundError, StoreError, ValidationError, shown
 from ..types import Filters, MemoryItem, Scope, Status
 
 __all__ = ["Rerun", "unstorable", "abandoned", "newer_schema", "damaged",
            "JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
            "check_owner", "session_conflict", "message_id_taken", "visible_by_default",
-           "default_mask", "SESSION_STATUSES"]
+           "default_mask", "SESSION_STATUSES", "job_statuses"]
 
 #: A job's life: pending → running → done | failed (a failed attempt goes back to pending).
 JOB_STATUSES = ("pending", "running", "done", "failed")
 #: Jobs a worker still has to finish.
 UNFINISHED = ("pending", "running")
+def job_statuses(status: object) -> tuple[str, ...]:
+    """The statuses a ``status`` argument of a job listing asks for: all for None."""
+    if status is None:
+        return ()
+    if status not in JOB_STATUSES:
+        raise ValidationError(f"status must be one of {', '.join(JOB_STATUSES)} (or None), "
+                              f"not {shown(status)}")
+    return (str(status),)
+
+
 #: A session's life: open → closed → archived (a write opens it again).
 SESSION_STATUSES = ("open", "closed", "archived")
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from ..errors import ValidationError
+from ..errors import ValidationError, shown
 from ..types import Filters, ItemVersion, MemoryItem, Message, Scope, Status, dumps, parse_time
 from .base import Job, ProfileVersion, SessionRecord, Store
 
@@ -125,7 +125,7 @@ def _check_header(first: tuple[int, dict[str, Any]] | None, source: str) -> dict
                               "(sessions of messages) use `memstrata import`")
     version = header.get("version")
     if not isinstance(version, int) or version > VERSION or version < 1:
-        raise ValidationError(f"{source} is {FORMAT} version {version!r}; this memstrata reads "
+        raise ValidationError(f"{source} is {FORMAT} version {shown(version)}; this memstrata reads "
                               f"versions 1 to {VERSION}: upgrade memstrata")
     return header
 
@@ -166,7 +166,7 @@ def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export")
                 if scope not in seen:
                     if scope in existing:
                         raise ValidationError(
-                            f"user {scope.user_id!r}" + (f" in namespace {scope.namespace!r}"
+                            f"user {shown(scope.user_id)}" + (f" in namespace {shown(scope.namespace)}"
                                                          if scope.namespace else "")
                             + " already has memory in this store; restore into an empty store "
                             "(or export with --user for the others)")
@@ -205,7 +205,7 @@ def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export")
                         int(record["version"]), record["data"], record["actor"], record["reason"],
                         parse_time(record["at"])))
                 else:
-                    raise ValidationError(f"unknown record type {kind!r} (written by a newer "
+                    raise ValidationError(f"unknown record type {shown(kind)} (written by a newer "
                                           "memstrata?)")
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValidationError(f"{source}:{number}: bad {kind} record: {exc}") from exc

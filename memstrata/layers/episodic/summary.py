@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ...errors import ValidationError
+from ...errors import ValidationError, shown
 from ...text import clip, detect_language
 from ...types import DEFAULT_PART_CHARS, PARTS, Message, Role, Scope, StructuredSummary
 
@@ -191,11 +191,11 @@ def plan_incremental(messages: Sequence[Any], range_end: int, every_n: int = DEF
     them, so nothing is summarised twice and nothing is skipped.
     """
     if isinstance(every_n, bool) or not isinstance(every_n, int) or every_n < 1:
-        raise ValidationError(f"every_n must be a positive integer, not {every_n!r}")
+        raise ValidationError(f"every_n must be a positive integer, not {shown(every_n)}")
     if (isinstance(range_end, bool) or not isinstance(range_end, int)
             or not 0 <= range_end <= len(messages)):
         raise ValidationError(
-            f"message_range_end {range_end!r} is outside the session's {len(messages)} "
+            f"message_range_end {shown(range_end)} is outside the session's {len(messages)} "
             "messages; it must be between 0 and the number of messages (was the log truncated?)")
     pending = len(messages) - range_end
     if pending >= every_n or (force and pending > 0):

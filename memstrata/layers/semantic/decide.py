@@ -21,7 +21,7 @@ from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from memstrata.errors import ValidationError
+from memstrata.errors import ValidationError, shown
 from memstrata.types import Kind, MemoryItem, Message, Status
 
 from .extract import Candidate, cardinality, normalise_value
@@ -434,7 +434,7 @@ def apply_feedback(item: MemoryItem, signal: str, now: datetime | None = None,
                    config: FeedbackConfig = FeedbackConfig()) -> MemoryItem:
     """The item after a thumbs-up (``"up"``) or thumbs-down (``"down"``)."""
     if signal not in ("up", "down"):
-        raise ValidationError(f"feedback must be 'up' or 'down', not {signal!r}")
+        raise ValidationError(f"feedback must be 'up' or 'down', not {shown(signal)}")
     step = config.up if signal == "up" else -config.down
     confidence = round(min(1.0, max(0.0, item.confidence + step)), 4)
     return item.evolve(confidence=confidence, updated_at=now or item.updated_at)

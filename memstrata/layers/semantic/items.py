@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from ...errors import ConflictError, NotFoundError, ValidationError
+from ...checks import check_count, check_json, check_label
+from ...errors import ConflictError, NotFoundError, ValidationError, shown
 from ...retrieval.indexer import Indexer
 from ...stores.base import ItemStore, Lifecycle
 from ...types import ItemVersion, Kind, MemoryItem, Scope, Status, new_id, utcnow
@@ -50,16 +51,17 @@ def check_text(value: Any, what: str, limit: int) -> str:
 def check_unit(value: Any, what: str) -> float:
     """A number in [0, 1], or ValidationError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValidationError(f"{what} must be a number between 0 and 1, got {value!r}")
+        raise ValidationError(f"{what} must be a number between 0 and 1, got {shown(value)}")
     return float(value)
 
 
 def _kind(value: Any) -> Kind:
-    try:
-        return Kind(value)
-    except ValueError:
-        raise ValidationError(f"kind {value!r} is not one of "
-                              f"{', '.join(k.value for k in Kind)}") from None
+    if isinstance(value, str):  # (an Enum's own error would repr any value, however deep)
+        try:
+            return Kind(value)
+        except ValueError:
+            pass
+    raise ValidationError(f"kind {shown(value)} is not one of {', '.join(k.value for k in Kind)}")
 
 
 def _tags(value: Any) -> tuple[str, ...]:
@@ -86,12 +88,14 @@ def check_changes(changes: Mapping[str, Any], limit: int) -> dict[str, Any]:
         try:
             out["status"] = Status(out["status"])
         except ValueError:
-            raise ValidationError(f"status {out['status']!r} is not one of "
+            raise ValidationError(f"status {shown(out['status'])} is not one of "
                                   f"{', '.join(s.value for s in Status)}") from None
     if "tags" in out:
         out["tags"] = _tags(out["tags"])
     if "metadata" in out and not isinstance(out["metadata"], Mapping):
         raise ValidationError("metadata must be a dict")
+    if "metadata" in out:
+        check_json(out["metadata"], "metadata")
     for key in ("subject", "attribute", "value"):
         if key in out and out[key] is not None and not isinstance(out[key], str):
             raise ValidationError(f"{key} must be a string or None")
@@ -162,6 +166,8 @@ class ItemWriter:
         """One version: the row, its version row (with the previous value) and, when what
         is indexed changed, the index document. A change to an existing item is always
         its next version number (optimistic concurrency reads it)."""
+        check_label(actor, "actor")
+        check_label(reason, "reason")
         if old is not None:
             new = new.evolve(version=old.version + 1)
         with self.store.transaction():
@@ -184,6 +190,8 @@ class ItemWriter:
         """Apply validated ``changes`` as a new version; with ``expected_version``, a
         ConflictError when the item moved on meanwhile (optimistic concurrency)."""
         checked = check_changes(changes, limit)
+        if expected_version is not None:
+            check_count(expected_version, "expected_version", minimum=1)
         with self.store.transaction():
             old = self.store.get_item(scope, item_id)
             _check_version(old, expected_version)

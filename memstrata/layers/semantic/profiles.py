@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ...checks import check_label
 from ...errors import ValidationError
 from ...stores.base import ItemStore, MetaStore, ProfileVersion
 from ...types import Filters, Scope, check_text, utcnow
@@ -80,6 +81,8 @@ class Profiles:
         """Edit fields as a new version of the overrides; a None value goes back to the
         aggregated one."""
         _check(changes)
+        check_label(actor, "actor")
+        check_label(reason, "reason")
         versions = self.store.profile_versions(scope)
         data = dict(versions[-1].data) if versions else {}
         for key, value in changes.items():
