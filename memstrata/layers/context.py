@@ -79,8 +79,8 @@ class Quotas:
         if isinstance(value, Mapping):
             unknown = set(value) - {"short_term", "long_term", "knowledge"}
             if unknown:
-                raise ValidationError(f"unknown quota(s) {sorted(unknown)}; use short_term, "
-                                      "long_term, knowledge")
+                raise ValidationError(f"unknown quota(s) {shown(sorted(unknown, key=str))}; use "
+                                      "short_term, long_term, knowledge")
             return cls(**value)
         if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 3:
             return cls(*value)
