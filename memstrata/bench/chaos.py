@@ -156,14 +156,14 @@ class _Service:
         self.config = config
         self.log: list[str] = []
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-        self.proc, self.url = serve_process(config, self.env, self.log)
+        self.proc, self.url = serve_process(config, self.env, self.log.append)
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
     def start(self) -> None:
-        self.proc, self.url = serve_process(self.config, self.env, self.log)
+        self.proc, self.url = serve_process(self.config, self.env, self.log.append)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

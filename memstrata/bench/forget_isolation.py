@@ -23,9 +23,9 @@ import re
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from ..memory import Memory
 from ..server.keys import Keys
 from ..types import Scope
 from .latency import _bulk_items, synthetic_texts
-from .serve import _percentiles, _serve
+from .serve import _percentiles, serve_process
 
 __all__ = ["run_forget_isolation", "render", "TENANT_A", "TENANT_B"]
 
@@ -134,17 +134,13 @@ def _still_there(db: Path, planted: list[str]) -> dict[str, int]:
     return {path.name: len(wanted & set(_PLANTED.findall(path.read_bytes()))) for path in _files(db)}
 
 
-def _drain(proc: subprocess.Popen[str], erased: list[str]) -> threading.Thread:
-    """Read the server's log (a full pipe would stall it), keeping its erasure lines."""
-    def run() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if "erased the pages" in line or "erasing freed pages" in line:
-                erased.append(f"{time.time():.3f} {line.strip()}")
+def _erasures(erased: list[str]) -> Callable[[str], None]:
+    """What keeps the server's erasure lines (with when they were read) from its log."""
+    def keep(line: str) -> None:
+        if "erased the pages" in line or "erasing freed pages" in line:
+            erased.append(f"{time.time():.3f} {line.strip()}")
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+    return keep
 
 
 def run_forget_isolation(*, clients: int = 4, seconds: float = 15.0, users: int = 4,
@@ -176,9 +172,8 @@ def run_forget_isolation(*, clients: int = 4, seconds: float = 15.0, users: int 
                           f"[memory]\nstore = \"{url}\"\nembedder = \"{report['embedder']}\"\n"
                           f"erase_within_s = {erase_within}\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-        proc, base_url = _serve(config, env)
         erased: list[str] = []
-        _drain(proc, erased)
+        proc, base_url = serve_process(config, env, _erasures(erased))
         try:
             run = asyncio.run(_phases(base_url, key_a, key_b, clients=clients, users=users,
                                       seconds=seconds, queries=queries))

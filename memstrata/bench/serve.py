@@ -158,10 +158,10 @@ def _seed(memory: Memory, users: int, items: int, progress: bool) -> None:
 
 
 def serve_process(config: Path, env: dict[str, str],
-                  log: list[str] | None = None) -> tuple[subprocess.Popen[str], str]:
+                  on_line: Callable[[str], None] | None = None) -> tuple[subprocess.Popen[str], str]:
     """Start ``memstrata serve --config config``; return the process and its URL once
-    /readyz answers 200. Its log lines (stderr) are read on: into ``log`` when given,
-    else dropped — a pipe nobody reads would stall the service once full."""
+    /readyz answers 200. Its log lines (stderr) are read on, each handed to ``on_line``
+    as it comes (dropped without one) — a pipe nobody reads would stall the service."""
     proc = subprocess.Popen([sys.executable, "-m", "memstrata.cli.main", "serve", "--config", str(config)],
                             stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None
@@ -174,14 +174,12 @@ def serve_process(config: Path, env: dict[str, str],
         proc.kill()
         raise RuntimeError(f"memstrata serve did not start: {''.join(said)[-2000:]}")
     url = found.group(1)
-    if log is not None:
-        log.extend(said)
     stderr = proc.stderr
 
     def drain() -> None:
-        for rest in stderr:
-            if log is not None:
-                log.append(rest)
+        for rest in [*said, *stderr]:
+            if on_line is not None:
+                on_line(rest)
         stderr.close()  # the process ended
 
     threading.Thread(target=drain, daemon=True).start()
