@@ -201,8 +201,10 @@ class Memory:
         """A knowledge base handle: the shared one of namespace ``agent_id`` (default: the
         ``namespace`` setting) — read by every user of it — and, with ``user_id``, that
         user's private one too (the same as ``memory.user(user_id, agent=...).kb``)."""
-        namespace = self.settings.namespace if agent_id is None else agent_id
-        return Knowledge(self.knowledge_base, namespace, user_id)
+        namespace = (self.settings.namespace if agent_id is None
+                     else check_id(agent_id, "agent_id", empty=True))
+        return Knowledge(self.knowledge_base, namespace,
+                         None if user_id is None else check_id(user_id, "user_id"))
 
     def users(self) -> builtins.list[Scope]:
         """Every (user, namespace) with a session or an item."""

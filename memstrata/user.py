@@ -325,7 +325,7 @@ class UserMemory:
 
     def messages(self, session_id: str = "default") -> builtins.list[Message]:
         """A session's raw log, in order (from the main store, whatever the session store)."""
-        return self.memory.session_manager.sessions.messages(self.scope, session_id)
+        return self.memory.session_manager.sessions.messages(self.scope, _check_session(session_id))
 
     def sessions(self) -> builtins.list[SessionInfo]:
         """The user's sessions in the main store, oldest first."""
@@ -333,7 +333,7 @@ class UserMemory:
 
     def session(self, session_id: str = "default") -> SessionState:
         """A session's state: version, status, running summary, recent messages."""
-        return self.memory.session_manager.sessions.load(self.scope, session_id)
+        return self.memory.session_manager.sessions.load(self.scope, _check_session(session_id))
 
     def import_conversation(self, sessions: Iterable[Mapping[str, Any]], *, progress: bool = True,
                             extract: bool = False) -> builtins.list[AddResult]:
@@ -411,7 +411,7 @@ class UserMemory:
 
     def get(self, item_id: str) -> MemoryItem:
         """One memory item, or NotFoundError."""
-        return self.memory.store.get_item(self.scope, item_id)
+        return self.memory.store.get_item(self.scope, check_id(item_id, "item_id"))
 
     def list(self, *, filters: "Filters | Mapping[str, Any] | None" = None, limit: int = 100,
              offset: int = 0) -> builtins.list[MemoryItem]:
@@ -515,6 +515,7 @@ class UserMemory:
     def archive_session(self, session_id: str = "default") -> SessionState:
         """Close and archive a session now (a last summary step first); its summary and
         messages stay, but it no longer feeds new prompts until written to again."""
+        session_id = _check_session(session_id)
         state, handed = self.memory.session_manager.archive(self.scope, session_id)
         if state.exists:  # a session never written (or forgotten) has nothing to consolidate
             self.memory.after_archive(self.scope, session_id, handed)
