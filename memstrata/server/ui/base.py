@@ -25,14 +25,14 @@ from ...errors import AuthenticationError, MemstrataError, ValidationError
 from ...user import UserMemory
 from ..auth import service
 from ..errors import error_body, status_of
-from .i18n import LANGUAGES, WORDS, language, translator, value_translator
+from .i18n import LANGUAGES, WORDS, language, translations, translator, value_translator
 from .session import UiSession, check_csrf, read_session
 from .views import second_person
 
 if TYPE_CHECKING:
     from ..app import Service
 
-__all__ = ["UiRoute", "Ui", "HEADERS", "TEMPLATES", "env", "safe_next", "read_form", "wants_json"]
+__all__ = ["UiRoute", "Ui", "HEADERS", "TEMPLATES", "env", "envs", "safe_next", "read_form", "wants_json"]
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -50,9 +50,21 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 
-env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
-                  trim_blocks=True, lstrip_blocks=True)
-env.filters["to_you"] = second_person  # a memory about "User" said to the person
+
+def _environment(lang: str) -> Environment:
+    """The templates in ``lang``: ``t('key')``/``v(group, value)`` from the render context,
+    and ``{% trans %}``, ``_()``, ``gettext``/``ngettext`` from jinja2's i18n extension,
+    all reading that language's gettext catalogue."""
+    made = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
+                       trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.i18n"])
+    made.install_gettext_translations(translations(lang), newstyle=True)  # type: ignore[attr-defined]
+    made.filters["to_you"] = second_person  # a memory about "User" said to the person
+    return made
+
+
+#: one template environment per language (each caches its compiled templates)
+envs = {lang: _environment(lang) for lang in LANGUAGES}
+env = envs["en"]
 
 
 def wants_json(request: Request) -> bool:
@@ -116,7 +128,7 @@ class Ui:
         here = path + ("?" + query if query else "")
         twin = path + ("?" + query + "&" if query else "?") + "format=json"
         flash = self.request.query_params.get("msg")
-        return env.get_template(template).render(
+        return envs[self.lang].get_template(template).render(
             t=self.t, v=self.v, lang=self.lang, languages=LANGUAGES, here=here,
             twin=twin, who=self.who if self.session else None,
             csrf=self.session.csrf if self.session else "",
