@@ -26,7 +26,6 @@ import os
 import random
 import re
 import signal
-import subprocess
 import tempfile
 import time
 import uuid
@@ -42,7 +41,7 @@ from ..server.keys import Keys
 from ..stores.transfer import export_jsonl
 from .latency import synthetic_texts
 from .redis_server import RedisServer, free_port
-from .serve import TENANT, _percentiles, http_call, http_client, serve_process
+from .serve import TENANT, _percentiles, http_call, http_client, serve_process, stop_process
 
 __all__ = ["run_chaos", "render", "CHAOS_MIX"]
 
@@ -166,12 +165,7 @@ class _Service:
         self.proc, self.url = serve_process(self.config, self.env, self.log.append)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
 
 
 async def _faults(run: _Run, redis: RedisServer, service: _Service, duration: float,

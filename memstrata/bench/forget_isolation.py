@@ -20,8 +20,6 @@ import asyncio
 import os
 import random
 import re
-import signal
-import subprocess
 import tempfile
 import time
 import uuid
@@ -37,7 +35,7 @@ from ..memory import Memory
 from ..server.keys import Keys
 from ..types import Scope
 from .latency import _bulk_items, synthetic_texts
-from .serve import _percentiles, serve_process
+from .serve import _percentiles, serve_process, stop_process
 
 __all__ = ["run_forget_isolation", "render", "TENANT_A", "TENANT_B"]
 
@@ -189,11 +187,7 @@ def run_forget_isolation(*, clients: int = 4, seconds: float = 15.0, users: int 
                 time.sleep(0.5)
             report["left_at_end"] = _still_there(db, run["planted"])
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
     alone, beside = run["alone"], run["beside"]
     compactions = [_compaction(line, last) for line in erased]
     due = _epoch(run["forgets"][-1]["erase_by"]) if run["forgets"] else None

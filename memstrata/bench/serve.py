@@ -157,6 +157,17 @@ def _seed(memory: Memory, users: int, items: int, progress: bool) -> None:
              {"role": "assistant", "content": "How did the migration go?"}], "bench", extract=False)
 
 
+def stop_process(proc: "subprocess.Popen[str]", wait_s: float = 60.0) -> None:
+    """Stop a service started by :func:`serve_process`: SIGTERM (it finishes what it is
+    doing), SIGKILL after ``wait_s``."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def serve_process(config: Path, env: dict[str, str],
                   on_line: Callable[[str], None] | None = None) -> tuple[subprocess.Popen[str], str]:
     """Start ``memstrata serve --config config``; return the process and its URL once
@@ -219,11 +230,7 @@ def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, cli
         asyncio.run(_over_http(base, token, _plan(clients, 1, users, seed=5)))  # warm the server
         remote = asyncio.run(_over_http(base, token, plans))
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
     return {"store": label, "url": url.split("@")[-1], "sessions": sessions.split("?")[0] or "main store",
             "embedder": embedder_name, "in_process": local, "http": remote}
 
