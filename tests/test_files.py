@@ -116,3 +116,31 @@ def test_a_read_only_store_searches_without_writing(tmp_path):
     assert path.read_bytes() == before["m.db"]
     wal = Path(str(path) + "-wal")
     assert not wal.exists() or wal.read_bytes() == before.get("m.db-wal", b"")  # nothing logged
+
+
+def test_a_damaged_vector_is_a_store_error_and_a_damaged_cache_entry_is_embedded_again(tmp_path):
+    path = tmp_path / "m.db"
+    with Memory(f"sqlite:///{path}", embedder="hash:64", embed_on_add="inline") as m:
+        lin = m.user("lin")
+        lin.add([{"role": "user", "content": "I live in Berlin and like green tea"}], "s1")
+        lin.remember("Lin likes green tea")
+        m.flush()
+        conn = sqlite3.connect(path)
+        conn.execute("UPDATE doc_vectors SET vec = x'0102' WHERE rowid = (SELECT min(rowid) FROM doc_vectors)")
+        conn.execute("UPDATE embedding_cache SET vec = x'01'")
+        conn.commit()
+        conn.close()
+        with pytest.raises(StoreError, match="damaged vector"):
+            lin.search("green tea")
+        # the cache is a cache: a damaged entry is a miss, its text embedded and stored again
+        def damaged_entries() -> int:
+            conn = sqlite3.connect(path)
+            try:
+                return conn.execute("SELECT count(*) FROM embedding_cache WHERE length(vec) % 4 != 0")\
+                    .fetchone()[0]
+            finally:
+                conn.close()
+        before = damaged_entries()
+        lin.add([{"role": "user", "content": "I live in Berlin and like green tea"}], "s2")
+        m.flush()
+        assert before > 0 and damaged_entries() < before

@@ -7,10 +7,12 @@ PostgreSQL cannot drift apart.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ConflictError, NotFoundError, StoreError, ValidationError, shown
 from ..types import Filters, MemoryItem, Scope, Status
 
-__all__ = ["Rerun", "unstorable", "abandoned", "newer_schema", "damaged",
+__all__ = ["Rerun", "unstorable", "abandoned", "newer_schema", "damaged", "vector", "is_vector",
            "JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
            "check_owner", "session_conflict", "message_id_taken", "visible_by_default",
            "default_mask", "SESSION_STATUSES", "job_statuses"]
@@ -104,6 +106,22 @@ def newer_schema(where: str, unknown: list[str]) -> str:
     """The error for a store migrated by a newer memstrata."""
     return (f"{where} was migrated by a newer memstrata (migrations {', '.join(unknown[:5])} are "
             "unknown to this version); nothing was written to it — upgrade memstrata to open it")
+
+
+def is_vector(blob: object, dim: int | None = None) -> bool:
+    """Whether a stored blob can be a float32 vector (of ``dim`` numbers, when given)."""
+    return (isinstance(blob, (bytes, bytearray, memoryview)) and len(blob) > 0 and len(blob) % 4 == 0
+            and (dim is None or len(blob) == 4 * dim))
+
+
+def vector(blob: object, row_id: object, dim: int | None = None) -> np.ndarray:
+    """A stored float32 vector; a damaged one (no bytes, or a length that is not four bytes
+    a number of the expected dimension) is a :class:`StoreError` naming its row."""
+    if not isinstance(blob, (bytes, bytearray, memoryview)) or not is_vector(blob, dim):
+        size = len(blob) if isinstance(blob, (bytes, bytearray, memoryview)) else None
+        raise damaged("vector", row_id, ValueError(
+            f"{size} bytes where {'4 × ' + str(dim) if dim else 'a multiple of 4'} were expected"))
+    return np.frombuffer(blob, dtype=np.float32)
 
 
 def damaged(what: str, row_id: object, exc: Exception) -> StoreError:

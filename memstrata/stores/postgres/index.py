@@ -407,12 +407,15 @@ class PostgresIndex(PostgresConnection):
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self._x("SELECT hash, vec FROM embedding_cache WHERE model=%s AND hash = ANY(%s)",
                        (model, list(hashes)))
-        return {r["hash"]: np.frombuffer(r["vec"], dtype=np.float32) for r in rows}
+        # a damaged cache entry is a miss: the text is embedded again and stored anew
+        return {r["hash"]: np.frombuffer(r["vec"], dtype=np.float32) for r in rows
+                if policy.is_vector(r["vec"])}
 
     def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
         with self.transaction():
             self._many("INSERT INTO embedding_cache (model, hash, vec) VALUES (%s,%s,%s) "
-                       "ON CONFLICT DO NOTHING",
+                       "ON CONFLICT (model, hash) DO UPDATE SET vec = EXCLUDED.vec "
+                       "WHERE length(embedding_cache.vec) %% 4 <> 0",  # only a damaged one is replaced
                        [(model, h, np.asarray(v, dtype=np.float32).tobytes())
                         for h, v in sorted(vectors.items())])
 

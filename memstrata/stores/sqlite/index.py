@@ -103,7 +103,7 @@ class SQLiteIndex(SQLiteConnection):
                        "VALUES (?,?,?,?,?,?,?)",
                        [(r[0], r[1], r[2], r[3], policy.visible_by_default(r[4]),
                          encode_terms(r[5], r[6]),
-                         None if r[7] is None else quantize(np.frombuffer(r[7], dtype=np.float32)))
+                         None if r[7] is None else quantize(policy.vector(r[7], r[0])))
                         for r in rows])
             scopes: dict[tuple[str, str], list[int]] = {}
             for r in rows:
@@ -458,8 +458,8 @@ class SQLiteIndex(SQLiteConnection):
                                f"AND rowid IN ({','.join('?' * len(chunk))})",
                                (scope.namespace, scope.user_id, *chunk)).fetchall()
                 if rows:
-                    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-                    cosines = matrix.reshape(len(rows), -1) @ query
+                    matrix = np.stack([policy.vector(r[1], r[0], len(query)) for r in rows])
+                    cosines = matrix @ query
                     found += [(-float(c), int(r[0])) for r, c in zip(rows, cosines)]
             found.sort()
             return [(candidates[rowid], -neg) for neg, rowid in found[:limit]]
@@ -485,14 +485,17 @@ class SQLiteIndex(SQLiteConnection):
         for chunk in iter_chunks(hashes):
             rows = self._x(f"SELECT hash, vec FROM embedding_cache WHERE model=? AND hash IN "
                            f"({','.join('?' * len(chunk))})", (model, *chunk)).fetchall()
-            out.update({r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows})
+            # a damaged cache entry is a miss: the text is embedded again and stored anew
+            out.update({r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows if policy.is_vector(r[1])})
         return out
 
     def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
         if not vectors:
             return
         with self.transaction():
-            self._many("INSERT OR IGNORE INTO embedding_cache (model, hash, vec) VALUES (?,?,?)",
+            self._many("INSERT INTO embedding_cache (model, hash, vec) VALUES (?,?,?) "
+                       "ON CONFLICT (model, hash) DO UPDATE SET vec = excluded.vec "
+                       "WHERE length(embedding_cache.vec) % 4 != 0",
                        [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()])
 
     def forget_vectors(self, model: str, hashes: Sequence[str]) -> None:
