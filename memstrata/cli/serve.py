@@ -88,6 +88,7 @@ def serve(config_path, host, port, store, embedder, worker, upstream, rate_limit
     import uvicorn
 
     from ..server import ServerSettings, create_app
+    from ..server.protocol import with_header_deadline
 
     settings = ServerSettings.load(config_path, host=host, port=port, upstream=upstream,
                                    rate_limit=rate_limit, log_format=log_format)
@@ -104,6 +105,7 @@ def serve(config_path, host, port, store, embedder, worker, upstream, rate_limit
     sock.listen(2048)  # callers that read the line below may connect at once: they queue
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=max(1, int(settings.drain_s)),
+                                           http=with_header_deadline(settings.header_timeout_s),
                                            lifespan="on"))
     click.echo(f"memstrata: serving {safe_url(app.state.service.memory.store.url)} at "
                f"http://{settings.host}:{bound} (OpenAPI: /docs)", err=True)

@@ -52,6 +52,10 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
     Setting("drain_s", 10.0, float,
             "On shutdown, seconds to let the job in hand finish before handing jobs back "
             "(pending jobs stay in the store either way)", low=0.0),
+    Setting("header_timeout_s", 10.0, float,
+            "Seconds a connection may take to send a request's headers (from connecting, or "
+            "from the previous response on a kept-alive connection); slower ones are closed",
+            low=0.1),
 )
 
 
@@ -71,6 +75,7 @@ class ServerSettings:
     proxy_user_header: str = "X-Memstrata-User"
     log_format: str = "json"
     drain_s: float = 10.0
+    header_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if self.upstream and not self.upstream.startswith(("http://", "https://")):
