@@ -10,20 +10,30 @@ import os
 from pathlib import Path
 
 import pytest
+from browser_fixture import chromium_or_skip
 from inspector_fixture import close_clients, seed
 from service_fixture import LiveServer
 
 from memstrata import Memory
 
-CHROMIUM = os.environ.get("MEMSTRATA_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = chromium_or_skip()
 AXE = Path(__file__).resolve().parent / "browser" / "node_modules" / "axe-core" / "axe.min.js"
-for missing, why in ((not Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM}"),
-                     (not AXE.exists(), "axe-core is not installed: npm ci --prefix tests/browser")):
-    if missing:
-        if os.environ.get("CI"):
-            raise RuntimeError(why)
-        pytest.skip(why, allow_module_level=True)
+if not AXE.exists():
+    why = "axe-core is not installed: npm ci --prefix tests/browser"
+    if os.environ.get("CI"):
+        raise RuntimeError(why)
+    pytest.skip(why, allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api")
+
+
+def _scan(page) -> tuple[list[str], bool]:
+    """axe-core over the page: its serious and critical violations, and whether any rule
+    passed (the scan ran)."""
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    bad = [f"{v['id']} ({v['impact']}): {v['help']} — {[n['target'] for n in v['nodes']][:3]}"
+           for v in result["violations"] if v["impact"] in ("serious", "critical")]
+    return bad, bool(result["passes"])
 
 
 @pytest.fixture(scope="module")
@@ -94,13 +104,10 @@ def test_no_serious_violations_on_any_page_in_either_language(live):
                     page.goto(live.url + path)
                 if os.environ.get("MEMSTRATA_SCREENSHOTS"):  # docs/inspector.md's table
                     page.screenshot(path=str(DOCS / f"page-{name}-{locale[:2]}.png"))
-                page.add_script_tag(path=str(AXE))
-                result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-                bad = [f"{v['id']} ({v['impact']}): {v['help']} — {[n['target'] for n in v['nodes']][:3]}"
-                       for v in result["violations"] if v["impact"] in ("serious", "critical")]
+                bad, ran = _scan(page)
                 if bad:
                     found[f"{locale} {path}"] = bad
-                assert result["passes"], path  # the rules ran on this page
+                assert ran, path  # the rules ran on this page
                 scanned.append(f"{locale} {path}")
                 if path == "/ui/login":
                     page.keyboard.press("Enter")
@@ -112,10 +119,7 @@ def test_no_serious_violations_on_any_page_in_either_language(live):
             page.keyboard.press("Enter")
             page.wait_for_url("**/about")
             page.locator("details.correct").first.evaluate("e => e.open = true")  # the box too
-            page.add_script_tag(path=str(AXE))
-            result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-            bad = [f"{v['id']} ({v['impact']}): {v['help']} — {[n['target'] for n in v['nodes']][:3]}"
-                   for v in result["violations"] if v["impact"] in ("serious", "critical")]
+            bad, _ = _scan(page)
             if bad:
                 found[f"{locale} person's about"] = bad
             scanned.append(f"{locale} person's about")

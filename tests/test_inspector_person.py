@@ -10,17 +10,14 @@ import os
 from pathlib import Path
 
 import pytest
+from browser_fixture import chromium_or_skip
 from inspector_fixture import OPEN, close_clients
 from service_fixture import LiveServer
 
 from memstrata import Memory
 
-CHROMIUM = os.environ.get("MEMSTRATA_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = chromium_or_skip()
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "images"
-if not Path(CHROMIUM).exists():
-    if os.environ.get("CI"):
-        raise RuntimeError(f"no Chromium at {CHROMIUM}")
-    pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api")
 
 CONVERSATION = [

@@ -112,9 +112,14 @@ def _madial(memory: Memory, root: Path, ids: dict[str, Any]) -> Iterator[Query]:
                             gold, ids[key])
 
 
-def _memdaily(memory: Memory, root: Path, ids: dict[str, Any], limit: int) -> Iterator[Query]:
+def _trajectories(root: Path, limit: int) -> list[Any]:
+    """``limit`` MemDaily dev trajectories, evenly spaced over the file (it is sorted by type)."""
     trajectories = load_memdaily(root / "memdaily")
-    trajectories = trajectories[::max(1, len(trajectories) // limit)][:limit]
+    return trajectories[::max(1, len(trajectories) // limit)][:limit]
+
+
+def _memdaily(memory: Memory, root: Path, ids: dict[str, Any], limit: int) -> Iterator[Query]:
+    trajectories = _trajectories(root, limit)
     for n, (qtype, traj) in enumerate(trajectories):
         user = f"memdaily-{n}"
         key = f"memdaily:{user}"
@@ -137,8 +142,7 @@ def _memdaily_chat(memory: Memory, root: Path, ids: dict[str, Any], limit: int) 
     """MemDaily dev as user/assistant chats (:mod:`.chat`): the assistant's replies, the
     acknowledgements and the items extracted from the statements are candidates too; an
     item is gold when a statement it was extracted from is."""
-    trajectories = load_memdaily(root / "memdaily")
-    trajectories = trajectories[::max(1, len(trajectories) // limit)][:limit]
+    trajectories = _trajectories(root, limit)
     for n, (qtype, traj) in enumerate(trajectories):
         user = f"chat-{n}"
         key = f"memdaily_chat:{user}"
