@@ -132,7 +132,9 @@ SETTINGS: tuple[Setting, ...] = (
             "in about a millisecond) or inline", choices=("background", "inline")),
     Setting("query_turns", 8, int, "Recent turns added to the query besides the current message",
             low=0),
-    Setting("embed_batch", 32, int, "Texts per embedding call during imports", low=1),
+    Setting("embed_batch", 32, int,
+            "Texts per embedding call on the write path (imports; the worker embeds queued "
+            "jobs together)", low=1),
     Setting("query_cache", 1024, int,
             "Query vectors kept in memory by query text, least recently used out first "
             "(a repeated query skips the embedding); 0 = embed every query", low=0, high=1_000_000),

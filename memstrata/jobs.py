@@ -33,13 +33,17 @@ from .errors import ConflictError, JobError, MemstrataError
 from .stores.base import Job, JobQueue
 from .stores.policy import UNFINISHED, Rerun
 
-__all__ = ["Worker", "Handler", "Periodic", "UNFINISHED", "wait_for"]
+__all__ = ["Worker", "Handler", "Prepare", "Periodic", "UNFINISHED", "wait_for"]
 
 log = logging.getLogger("memstrata.jobs")
 
 #: A job handler: applies the job and calls ``store.finish_job(job)`` in the same
 #: transaction as its writes.
 Handler = Callable[[Job], None]
+#: Work done ahead for queued jobs, several at once, before the oldest of them runs
+#: (the embedding of their turns, batched across jobs and users). It may do nothing
+#: or fail: each job still does all its own work; a failure is logged.
+Prepare = Callable[[list[Job]], None]
 
 
 _MAX_BACKOFF_S = 30.0
@@ -83,8 +87,12 @@ class Worker:
     """Claims jobs from a store and runs their handlers, one at a time."""
 
     def __init__(self, store: JobQueue, handlers: Mapping[str, Handler], *, lease_s: float = 60.0,
-                 max_attempts: int = 3, poll_s: float = 0.5, name: str | None = None) -> None:
+                 max_attempts: int = 3, poll_s: float = 0.5, name: str | None = None,
+                 prepare: Prepare | None = None, prepare_jobs: int = 64) -> None:
         self.store = store
+        self.prepare = prepare
+        self.prepare_jobs = prepare_jobs
+        self._prepared: set[str] = set()
         self.handlers = dict(handlers)
         self.lease_s = lease_s
         self.max_attempts = max_attempts
@@ -118,8 +126,27 @@ class Worker:
             except MemstrataError as exc:  # the store is failing: the handler will notice
                 log.warning("job %s: renewing the lease failed: %s", job.id, exc)
 
+    def _prepare_pending(self) -> None:
+        """Hand the oldest pending jobs not prepared yet to ``prepare``, together — when
+        the next job to run is one of them (a job arriving alone is prepared alone)."""
+        if self.prepare is None:
+            return
+        pending = self.store.list_jobs(statuses=("pending",), limit=self.prepare_jobs)
+        fresh = [job for job in pending if job.id not in self._prepared]
+        if not fresh:
+            return
+        if len(self._prepared) > 10 * self.prepare_jobs:  # ids of jobs long finished
+            self._prepared &= {job.id for job in pending}
+        self._prepared.update(job.id for job in fresh)
+        try:
+            self.prepare(fresh)
+        except Exception as exc:  # the jobs do the work themselves
+            log.warning("worker %s: preparing %d job(s) failed (%s: %s); they run unprepared",
+                        self.name, len(fresh), type(exc).__name__, exc)
+
     def run_once(self) -> Job | None:
         """Claim and run one job; the job (or None when nothing was runnable)."""
+        self._prepare_pending()
         job = self.store.claim_job(self.name, self.lease_s, max_attempts=self.max_attempts,
                                    dead_workers=self.dead_workers())
         if job is None:

@@ -51,12 +51,12 @@ from .providers.llm import LLM, parse_provider
 from .providers.rerank import parse_reranker
 from .providers.metered import MeteredLLM
 from .requests import SearchRequest
-from .retrieval.indexer import Indexer
+from .retrieval.indexer import Indexer, embed_uncached, turn_dense_texts
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState, open_session_store
 from .stores import open_store
 from .stores.base import CompactReport, Job, ProfileVersion, SessionInfo, Store
-from .stores.policy import UNFINISHED, job_statuses
+from .stores.policy import UNFINISHED, Rerun, job_statuses
 from .types import ItemVersion, MemoryItem, Message, Scope, SearchHit, check_id, parse_time, utcnow
 from .usage import UsageReport, usage_report
 from .user import AddResult, UserMemory
@@ -138,7 +138,8 @@ class Memory:
                                           "summarise": self._run_summary,
                                           "consolidate": Consolidator(
                                               self.pipeline, self.session_manager.sessions).run},
-                             lease_s=s.job_lease_s, max_attempts=s.job_max_attempts)
+                             lease_s=s.job_lease_s, max_attempts=s.job_max_attempts,
+                             prepare=self._prepare_jobs)
         if s.session_sweep_minutes > 0:
             self.worker.periodic.append(Periodic("the idle-session sweep", s.session_sweep_minutes * 60,
                                                  self._sweep))
@@ -150,6 +151,35 @@ class Memory:
                 self.store.list_jobs(statuses=UNFINISHED, limit=1) or self.store.get_meta(ERASE_DUE)
                 or (s.session_sweep_minutes > 0 and self.store.idle_sessions(utcnow(), limit=1))):
             self.worker.start()  # resume what a previous process left pending, sweep open sessions
+
+    def _prepare_jobs(self, jobs: list[Job]) -> None:
+        """Embed the turns of queued extraction jobs together, ``embed_batch`` texts per
+        call, into the embedding cache, where each job then finds its vectors. A user's
+        vectors are cached only if nothing of theirs was forgotten since their turns were
+        read (else their job embeds what is left itself)."""
+        texts: list[tuple[Scope, str]] = []
+        seen: dict[Scope, str] = {}
+        for job in jobs:
+            if job.kind != "extract":
+                continue
+            scope = job.scope
+            if scope not in seen:
+                seen[scope] = self.forgetter.epoch(scope)  # before reading a turn
+            sid, lo, hi = job.payload["session_id"], int(job.payload["from_seq"]), int(job.payload["to_seq"])
+            start = max(0, lo - 6)  # the turns before, as Indexer.embed_turns reads them
+            turns = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
+            texts += [(scope, t) for t in turn_dense_texts(turns, {m.id for m in turns if m.seq >= lo})]
+
+        def keep(scope: Scope, vectors: dict[str, Any]) -> None:
+            try:
+                with self.forgetter.unchanged(scope, seen[scope]):
+                    self.store.cache_vectors(self.embedder.name, vectors)
+            except Rerun:
+                pass
+
+        done = embed_uncached(self.store, self.embedder, texts, batch=self.settings.embed_batch,
+                              keep=keep)
+        log.debug("prepared %d job(s): %d text(s) embedded", len(jobs), done)
 
     def _open_llm(self, llm: "str | LLM | None") -> MeteredLLM | None:
         s = self.settings

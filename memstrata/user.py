@@ -38,11 +38,12 @@ from .layers.semantic.items import ItemWriter, new_item
 from .layers.semantic.pipeline import MaintenanceReport
 from .layers.semantic.profile import Profile, render
 from .layers.semantic.profiles import Profiles
+from .providers.embedders import Embedder
 from .providers.metered import MeteredLLM
 from .quoting import quote_data
 from .requests import ContextRequest, SearchRequest
 from .retrieval.documents import asks_about_assistant, dialogue_context
-from .retrieval.indexer import Indexer
+from .retrieval.indexer import Indexer, embed_uncached, turn_dense_texts
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState
 from .stores.base import IdempotentAdd, Job, ProfileVersion, SessionInfo, Store
@@ -110,6 +111,15 @@ def _import_session_id(session: Mapping[str, Any], i: int) -> Any:
     return given or f"import-{i}"
 
 
+def _import_key(session_id: str, messages: Sequence[Message], timed: Sequence[bool]) -> str:
+    """The idempotency key of one imported session: its id and checked messages, with the
+    times the caller gave, hashed (the same session imported again is recognised,
+    whatever the session store holds)."""
+    times = [m.created_at.isoformat() if t else "" for m, t in zip(messages, timed)]
+    data = json.dumps([add_fingerprint(session_id, messages), times])
+    return "import-" + hashlib.sha256(data.encode()).hexdigest()[:40]
+
+
 def _turn_key(message: Message, timed: bool) -> str:
     """What makes two turns the same turn: role, content, name, tool calls, metadata —
     and the time, when the caller gave one (a time that defaults to now says nothing)."""
@@ -174,6 +184,7 @@ class Engine(Protocol):
 
     settings: Settings
     store: Store
+    embedder: Embedder
     indexer: Indexer
     retriever: Retriever
     writer: ItemWriter
@@ -340,10 +351,15 @@ class UserMemory:
         """Import past sessions: ``[{"session_id": ..., "messages": [...]}, ...]``.
 
         Messages keep their original ``created_at``. Raw logs of all sessions are stored
-        first, in one transaction — an import that fails stores nothing, so retrying it
-        never stores a session twice — then indexed in embedding batches (with a progress
-        bar). With ``extract`` each session also gets an extraction job (off by default:
-        imports are often benchmarks of raw-turn retrieval).
+        first, in one transaction — an import that fails stores nothing — then embedded
+        and indexed in batches of ``embed_batch`` turns across sessions, with a progress
+        bar and its ETA. An import is resumable: each session is stored with an
+        idempotency key drawn from its id and messages, so running the same import
+        again stores no session twice, and only the turns not indexed yet are indexed —
+        their vectors committed batch by batch in the embedding cache, so nothing an
+        interrupted run embedded is embedded again. With ``extract`` each session also
+        gets an extraction job (off by default: imports are often benchmarks of
+        raw-turn retrieval).
         """
         if isinstance(sessions, (str, bytes, Mapping)) or not isinstance(sessions, Iterable):
             raise ValidationError("sessions must be a list of dicts like {'session_id': ..., "
@@ -353,19 +369,49 @@ class UserMemory:
             if not isinstance(session, Mapping) or "messages" not in session:
                 raise ValidationError(f"session {i} must be a dict with 'messages' "
                                       "(and optionally 'session_id')")
-        with self.memory.store.transaction():
-            results = [self.add(session["messages"], _import_session_id(session, i),
-                                index=False, extract=extract) for i, session in enumerate(sessions)]
-        batch = self.memory.settings.embed_batch
-        with tqdm(total=sum(len(r.messages) for r in results), desc=f"indexing {self.user_id}",
-                  unit="msg", disable=not progress, leave=False) as bar:
-            for result in results:
-                msgs = result.messages
-                for start in range(0, len(msgs), batch):
-                    self.memory.indexer.index_turns(self.scope, result.session_id,
-                                                    msgs[start:start + batch])
-                    bar.update(len(msgs[start:start + batch]))
+        m = self.memory
+        keyed = []
+        for i, session in enumerate(sessions):  # every session checked before anything is stored
+            sid = _check_session(_import_session_id(session, i))
+            key = _import_key(sid, _parse_messages(session["messages"], m.settings.max_message_chars),
+                              _timed(session["messages"]))
+            keyed.append((session["messages"], sid, key))
+        with m.store.transaction():
+            results = [self.add(messages, sid, index=False, extract=extract, idempotency_key=key)
+                       for messages, sid, key in keyed]
+        self._index_imported(results, progress)
         return results
+
+    def _index_imported(self, results: Sequence[AddResult], progress: bool) -> None:
+        """Index the imported turns not indexed yet: first their vectors, embedded across
+        sessions ``embed_batch`` at a time into the cache (the progress bar, with its
+        ETA), then each session's documents, which find every vector there."""
+        m = self.memory
+        indexed: set[str] = set()
+        every = [msg.id for r in results for msg in r.messages]
+        for start in range(0, len(every), 500):
+            indexed.update(m.store.doc_info(self.scope, every[start:start + 500]))
+        todo = [(r.session_id, [msg for msg in r.messages if msg.id not in indexed
+                                and msg.role is not Role.SYSTEM]) for r in results]
+        todo = [(sid, msgs) for sid, msgs in todo if msgs]
+        texts = [(self.scope, text) for sid, msgs in todo
+                 for text in turn_dense_texts(self._session_turns(sid, msgs), {x.id for x in msgs})]
+        batch = m.settings.embed_batch
+        with tqdm(total=len(texts), desc=f"embedding {self.user_id}", unit="msg",
+                  disable=not progress, leave=False) as bar:
+            embed_uncached(m.store, m.embedder, texts, batch=batch, progress=bar.update)
+        for sid, msgs in todo:
+            for start in range(0, len(msgs), batch):
+                m.indexer.index_turns(self.scope, sid, msgs[start:start + batch])
+
+    def _session_turns(self, session_id: str, part: Sequence[Message]) -> builtins.list[Message]:
+        """``part`` (turns of one session, in order) with the turns before it that its
+        dense texts read (the two before it that are not system turns)."""
+        first = part[0].seq
+        back = min(first, 6)  # as Indexer.index_turns reads them (system turns do not count)
+        earlier = self.memory.store.get_messages(self.scope, session_id, start=first - back,
+                                                 limit=back) if back else []
+        return [*earlier, *part]
 
     # -- memory items ---------------------------------------------------------------
     def remember(self, content: str, *, kind: "Kind | str" = Kind.FACT, subject: str | None = None,

@@ -64,6 +64,8 @@ def test_import_json_and_jsonl(run, tmp_path):
                      '{"role": "assistant", "content": "two", "session_id": "x"}\n')
     assert "imported 2 messages in 1 sessions" in run("import", "--user", "u", str(lines)).output
     assert "Lisbon" in run("search", "--user", "u", "Lisbon").output
+    again = run("import", "--user", "u", str(lines)).output  # run again: nothing stored twice
+    assert "imported 2 messages in 1 sessions (1 of them stored by an earlier run)" in again
 
 
 def test_errors_are_one_line_and_exit_1(run, tmp_path):

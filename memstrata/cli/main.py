@@ -407,13 +407,16 @@ def profile(store, embedder, agent_id, user_id, name, role, language, goals, as_
 @handle_errors
 def import_(store, embedder, agent_id, user_id, path: Path) -> None:
     """Import a conversation: JSON list of sessions, {"sessions": [...]}, or JSON Lines of
-    messages with a session_id field."""
+    messages with a session_id field. Run it again after an interruption: sessions already
+    stored are not stored again, and only what is not indexed yet is embedded."""
     from .importing import read_sessions
 
     sessions = read_sessions(path)
     with open_memory(store, embedder) as memory:
         results = memory.import_conversation(sessions, user_id, agent_id=agent_id)
-    echo(f"imported {sum(len(r.messages) for r in results)} messages in {len(results)} sessions")
+    again = sum(r.replayed for r in results)
+    echo(f"imported {sum(len(r.messages) for r in results)} messages in {len(results)} sessions"
+         + (f" ({again} of them stored by an earlier run)" if again else ""))
 
 
 @cli.command()

@@ -46,6 +46,7 @@ __all__ = [
     "content_hash",
     "DEFAULT_EMBEDDER",
     "QueryCache",
+    "Coalescer",
 ]
 
 TextKind = Literal["query", "passage"]
@@ -295,6 +296,86 @@ def parse_embedder(spec: "str | Embedder | None") -> "Embedder":
 
 
 
+class _Request:
+    """One caller's texts in a :class:`Coalescer`, and what became of them."""
+
+    __slots__ = ("texts", "vectors", "error", "done")
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.vectors: np.ndarray | None = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class Coalescer:
+    """Concurrent ``embed`` calls of one kind made as one batch: a caller that finds the
+    model idle embeds every text waiting (up to ``max_batch``); callers that come while
+    it works wait, and the next of them takes all that queued meanwhile. Alone, a call
+    goes straight through; 32 concurrent searches make a few batches instead of 32
+    calls in turn. When a batch of several callers fails, each embeds its own texts
+    again, so one bad text fails only its own call."""
+
+    def __init__(self, embedder: Embedder, kind: TextKind = "query", max_batch: int = 64) -> None:
+        self.embedder = embedder
+        self.kind: TextKind = kind
+        self.max_batch = max_batch
+        self._cond = threading.Condition()
+        self._queue: list[_Request] = []
+        self._busy = False
+        self.calls = 0  # model calls made (for the bench's report)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """An (n, dim) array of the vectors of ``texts``."""
+        mine = _Request(texts)
+        with self._cond:
+            self._queue.append(mine)
+        while True:
+            with self._cond:
+                while self._busy and not mine.done:
+                    self._cond.wait()
+                if mine.done:
+                    break
+                self._busy = True  # the model is idle: embed what waits, oldest first
+                batch: list[_Request] = []
+                size = 0
+                while self._queue and (not batch or size + len(self._queue[0].texts) <= self.max_batch):
+                    batch.append(self._queue.pop(0))
+                    size += len(batch[-1].texts)
+            try:
+                self._run(batch)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    for request in batch:
+                        request.done = True
+                    self._cond.notify_all()
+        if mine.error is not None:
+            if isinstance(mine.error, _Shared):  # a batch with others failed: alone, now
+                return self.embedder.embed(texts, kind=self.kind)
+            raise mine.error
+        assert mine.vectors is not None
+        return mine.vectors
+
+    def _run(self, batch: list[_Request]) -> None:
+        unique = list(dict.fromkeys(t for request in batch for t in request.texts))
+        try:
+            self.calls += 1
+            out = np.asarray(self.embedder.embed(unique, kind=self.kind), dtype=np.float32)
+        except BaseException as exc:
+            for request in batch:
+                request.error = exc if len(batch) == 1 else _Shared()
+            return
+        row = {t: i for i, t in enumerate(unique)}
+        for request in batch:
+            request.vectors = out[[row[t] for t in request.texts]] if request.texts \
+                else np.zeros((0, out.shape[1] if out.ndim == 2 else self.embedder.dim), dtype=np.float32)
+
+
+class _Shared(Exception):
+    """A batch of several callers failed: each tries its own texts alone."""
+
+
 class QueryCache:
     """The last ``size`` query vectors of one embedder by (partition, query text), least
     recently used out first. A repeated question — a client retrying, a page of results,
@@ -306,6 +387,7 @@ class QueryCache:
     def __init__(self, embedder: Embedder, size: int = 1024) -> None:
         self.embedder = embedder
         self.size = size
+        self.batcher = Coalescer(embedder, "query")
         self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
@@ -318,7 +400,7 @@ class QueryCache:
         """An (n, dim) array of the query vectors of ``texts``, embedding only the texts
         not cached in ``partition`` (in one call)."""
         if self.size <= 0:
-            return self.embedder.embed(texts, kind="query")
+            return self.batcher.embed(texts)
         found: dict[str, np.ndarray] = {}
         with self._lock:
             for text in texts:
@@ -329,7 +411,7 @@ class QueryCache:
             self.hits += sum(t in found for t in texts)
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
-            fresh = np.asarray(self.embedder.embed(missing, kind="query"), dtype=np.float32)
+            fresh = np.asarray(self.batcher.embed(missing), dtype=np.float32)
             with self._lock:
                 self.misses += len(missing)
                 for text, vec in zip(missing, fresh):

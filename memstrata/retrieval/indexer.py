@@ -10,7 +10,7 @@ embedding through the store's vector cache (:func:`embed_cached`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Literal, Protocol
 
 import numpy as np
@@ -22,7 +22,8 @@ from ..types import Layer, MemoryItem, Message, Role, Scope
 from .documents import (SOURCE_TAG, chunk_texts, item_texts, speaker_tags, turn_tags,
                         window_dense_text, window_texts)
 
-__all__ = ["Indexer", "embed_cached", "cache_partition", "cache_key", "turn_doc", "item_doc", "chunk_doc"]
+__all__ = ["Indexer", "embed_cached", "embed_uncached", "cache_partition", "cache_key", "turn_doc",
+           "item_doc", "chunk_doc", "turn_dense_texts"]
 
 log = logging.getLogger("memstrata.index")
 
@@ -53,6 +54,49 @@ def embed_cached(store: VectorCache, embedder: Embedder, scope: Scope, texts: Se
         store.cache_vectors(embedder.name, fresh)
         cached.update(fresh)
     return np.stack([cached[h] for h in hashes]).astype(np.float32)
+
+
+def embed_uncached(store: VectorCache, embedder: Embedder,
+                   texts: Sequence[tuple[Scope, str]], *, batch: int,
+                   kind: Literal["query", "passage"] = "passage",
+                   keep: "Callable[[Scope, dict[str, np.ndarray]], None] | None" = None,
+                   progress: Callable[[int], object] | None = None) -> int:
+    """Put the vectors of ``(scope, text)`` pairs of any users into the store's cache,
+    embedding the ones not cached yet — each distinct text once — ``batch`` texts per
+    call, each batch's vectors written as it is done (by ``keep(scope, vectors)`` per
+    scope when given, else straight into the cache); ``progress(n)`` hears of each
+    text done (the cached ones first). Returns how many texts were embedded. The write
+    path batches here across jobs, sessions and users; the :func:`embed_cached` of each
+    job or session then finds its vectors cached."""
+    keyed = {cache_key(scope, text, kind): (scope, text) for scope, text in texts}
+    if not keyed:
+        return 0
+    cached = store.cached_vectors(embedder.name, sorted(keyed))
+    missing = [(h, keyed[h]) for h in sorted(keyed) if h not in cached]
+    if progress is not None:
+        progress(len(texts) - len(missing))
+    size = max(1, batch)
+    for start in range(0, len(missing), size):
+        chunk = missing[start:start + size]
+        vectors = embedder.embed([text for _, (_, text) in chunk], kind=kind)
+        if keep is None:
+            store.cache_vectors(embedder.name, {h: vectors[i] for i, (h, _) in enumerate(chunk)})
+        else:
+            by_scope: dict[Scope, dict[str, np.ndarray]] = {}
+            for i, (h, (scope, _)) in enumerate(chunk):
+                by_scope.setdefault(scope, {})[h] = vectors[i]
+            for scope, fresh in by_scope.items():
+                keep(scope, fresh)
+        if progress is not None:
+            progress(len(chunk))
+    return len(missing)
+
+
+def turn_dense_texts(turns: Sequence[Message], ids: Collection[str]) -> list[str]:
+    """The dense texts (what a vector is embedded from) of the turns of ``turns`` — one
+    session's, in order, system turns included or not — whose id is in ``ids``."""
+    kept = [m for m in turns if m.role is not Role.SYSTEM]
+    return [window_dense_text(kept, i) for i, m in enumerate(kept) if m.id in ids]
 
 
 def turn_doc(turn: Message, texts: tuple[str, str, str, str], session_id: str,

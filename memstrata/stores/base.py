@@ -497,6 +497,13 @@ class ItemStore(Protocol):
     def touch_items(self, scope: Scope, item_ids: Sequence[str], at: datetime) -> None:
         """Access statistics: last_accessed = at, access_count += 1."""
 
+    @abstractmethod
+    def items_state(self, scope: Scope) -> tuple[int, int, int]:
+        """A cheap mark of the user's items that changes with every write and delete
+        (not with access statistics): how many items, the sum of their versions and the
+        newest version row's id. What is derived from all the items (the profile) is
+        kept while it holds."""
+
 
 class JobQueue(Protocol):
     """Durable background jobs, one queue per user."""

@@ -303,6 +303,15 @@ class PostgresRows(PostgresConnection):
             self._x("DELETE FROM item_versions WHERE namespace=%s AND user_id=%s AND item_id=%s", key)
             self._x("DELETE FROM items WHERE namespace=%s AND user_id=%s AND id=%s", key)
 
+    def items_state(self, scope: Scope) -> tuple[int, int, int]:
+        key = {"ns": scope.namespace, "uid": scope.user_id}
+        where = "WHERE namespace=%(ns)s AND user_id=%(uid)s"
+        rows = self._x(f"SELECT (SELECT count(*) FROM items {where}) AS n, "
+                       f"(SELECT coalesce(sum(version), 0) FROM items {where}) AS versions, "
+                       f"(SELECT coalesce(max(id), 0) FROM item_versions {where}) AS newest", key)
+        row = rows[0]
+        return int(row["n"]), int(row["versions"]), int(row["newest"])
+
     def touch_items(self, scope: Scope, item_ids: Sequence[str], at: datetime) -> None:
         if not item_ids:
             return

@@ -336,6 +336,15 @@ class SQLiteRows(SQLiteConnection):
             self._x("DELETE FROM items WHERE namespace=? AND user_id=? AND id=?",
                     (scope.namespace, scope.user_id, item_id))
 
+    def items_state(self, scope: Scope) -> tuple[int, int, int]:
+        key = (scope.namespace, scope.user_id)
+        row = self._x("SELECT (SELECT count(*) FROM items WHERE namespace=? AND user_id=?), "
+                      "(SELECT coalesce(sum(version), 0) FROM items WHERE namespace=? AND user_id=?), "
+                      "(SELECT coalesce(max(id), 0) FROM item_versions WHERE namespace=? AND user_id=?)",
+                      (*key, *key, *key)).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1]), int(row[2])
+
     def touch_items(self, scope: Scope, item_ids: Sequence[str], at: datetime) -> None:
         if not item_ids:
             return
