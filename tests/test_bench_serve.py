@@ -23,4 +23,4 @@ def test_bench_serve_runs_over_http_and_in_process():
         assert result["all"]["errors"] == 0 and result["all"]["n"] == 12
         assert sum(result["ops"][op]["n"] for op, _ in MIX) == 12
         assert result["all"]["p50_ms"] <= result["all"]["p95_ms"] <= result["all"]["p99_ms"]
-    assert "| sqlite | http | search |" in render(report)
+    assert "| sqlite | 4 | http | search |" in render(report)

@@ -205,19 +205,22 @@ def serve_process(config: Path, env: dict[str, str],
     return proc, url
 
 
-def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, clients: int,
-               requests: int, users: int, items: int, progress: bool,
-               tmp: Path, warm: Callable[[Memory], None] | None = None) -> dict[str, Any]:
-    plans = _plan(clients, requests, users)
+def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, clients: list[int],
+               requests: int, users: int, items: int, progress: bool, tmp: Path,
+               in_process: bool = True) -> list[dict[str, Any]]:
+    """One run per number of clients on one seeded store: in process (unless not
+    ``in_process``), then over HTTP to one ``memstrata serve`` subprocess."""
     settings: dict[str, Any] = {"sessions": sessions} if sessions else {}
     with Memory(url, embedder=embedder, worker="off", **settings) as memory:
         _seed(memory, users, items, progress)
         embedder_name = memory.embedder.name
+    local: dict[int, dict[str, Any]] = {}
     with Memory(url, embedder=embedder, **settings) as memory:
         for u in range(users):  # load each user's index once, as a warm server has
             memory.user(f"user-{u}", agent=TENANT).search("warm up", k=1)
-        local = _in_process(memory, plans)
-        memory.flush()
+        for count in clients if in_process else ():
+            local[count] = _in_process(memory, _plan(count, requests, users))
+            memory.flush()
         token = Keys(memory.store).create(TENANT, "app", rate_limit=0, name="bench").token
     config = tmp / f"{label}.toml"
     memory_table = "".join(f'{k} = "{v}"\n' for k, v in
@@ -226,21 +229,28 @@ def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, cli
                       f"[memory]\n{memory_table}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
     proc, base = serve_process(config, env)
+    remote: dict[int, dict[str, Any]] = {}
     try:
-        asyncio.run(_over_http(base, token, _plan(clients, 1, users, seed=5)))  # warm the server
-        remote = asyncio.run(_over_http(base, token, plans))
+        asyncio.run(_over_http(base, token, _plan(max(clients), 1, users, seed=5)))  # warm the server
+        for count in clients:
+            remote[count] = asyncio.run(_over_http(base, token, _plan(count, requests, users)))
     finally:
         stop_process(proc)
-    return {"store": label, "url": url.split("@")[-1], "sessions": sessions.split("?")[0] or "main store",
-            "embedder": embedder_name, "in_process": local, "http": remote}
+    return [{"store": label, "url": url.split("@")[-1], "clients": count,
+             "sessions": sessions.split("?")[0] or "main store", "embedder": embedder_name,
+             "in_process": local.get(count), "http": remote[count]} for count in clients]
 
 
-def run_serve_bench(*, clients: int = 32, requests: int = 20, users: int = 4, items: int = 10_000,
-                    embedder: str | None = None, postgres: str | None = None,
-                    redis: str | None = "redis://127.0.0.1:6379/0", progress: bool = True) -> dict[str, Any]:
+def run_serve_bench(*, clients: "int | list[int]" = 32, requests: int = 20, users: int = 4,
+                    items: int = 10_000, embedder: str | None = None, postgres: str | None = None,
+                    redis: str | None = "redis://127.0.0.1:6379/0", progress: bool = True,
+                    in_process: bool = True) -> dict[str, Any]:
     """The benchmark on a temporary SQLite file and, with ``postgres`` (a URL of an empty
-    database), on PostgreSQL with Redis sessions."""
-    report: dict[str, Any] = {"benchmark": "serve", "clients": clients, "requests_per_client": requests,
+    database), on PostgreSQL with Redis sessions; ``clients`` a number or several (each
+    on the same seeded store, in one run: service time beside queueing)."""
+    counts = [clients] if isinstance(clients, int) else list(clients)
+    report: dict[str, Any] = {"benchmark": "serve", "clients": counts[0] if len(counts) == 1 else counts,
+                              "requests_per_client": requests,
                               "users": users, "items_per_user": items,
                               "mix": {op: w / sum(w for _, w in MIX) for op, w in MIX},
                               "load_average": list(os.getloadavg()), "runs": []}
@@ -251,29 +261,33 @@ def run_serve_bench(*, clients: int = 32, requests: int = 20, users: int = 4, it
             prefix = f"bench-serve-{uuid.uuid4().hex[:8]}"
             targets.append(("postgres+redis", postgres, f"{redis}?prefix={prefix}" if redis else ""))
         for label, url, sessions in tqdm(targets, desc="stores", disable=not progress, leave=False):
-            report["runs"].append(_one_store(label, url, sessions, embedder=embedder, clients=clients,
-                                             requests=requests, users=users, items=items,
-                                             progress=progress, tmp=root))
+            report["runs"] += _one_store(label, url, sessions, embedder=embedder, clients=counts,
+                                         requests=requests, users=users, items=items,
+                                         progress=progress, tmp=root, in_process=in_process)
     report["load_average_after"] = list(os.getloadavg())
     return report
 
 
 def render(report: dict[str, Any]) -> str:
     """The runs as one Markdown table: per store and mode, per operation."""
-    lines = [f"{report['clients']} concurrent clients × {report['requests_per_client']} calls, "
+    lines = [f"{report['clients']} concurrent client(s) × {report['requests_per_client']} calls, "
              f"{report['users']} users × {report['items_per_user']:,} items; mix "
              + ", ".join(f"{op} {share:.0%}" for op, share in report["mix"].items())
              + f"; load average before {report['load_average'][0]:.1f}, after "
              f"{report['load_average_after'][0]:.1f}",
-             "| store | mode | op | n | p50 | p95 | p99 | errors |", "|---|---|---|---|---|---|---|---|"]
+             "| store | clients | mode | op | n | p50 | p95 | p99 | errors |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for run in report["runs"]:
         for mode in ("in_process", "http"):
             result = run[mode]
+            if result is None:
+                continue
             for op, row in [*result["ops"].items(), ("all", result["all"])]:
-                lines.append(f"| {run['store']} | {mode.replace('_', '-')} | {op} | {row['n']} | "
-                             f"{row['p50_ms']} ms | {row['p95_ms']} ms | {row['p99_ms']} ms | "
-                             f"{row['errors']} |")
+                lines.append(f"| {run['store']} | {run['clients']} | {mode.replace('_', '-')} | {op} | "
+                             f"{row['n']} | {row['p50_ms']} ms | {row['p95_ms']} ms | "
+                             f"{row['p99_ms']} ms | {row['errors']} |")
     for run in report["runs"]:
-        lines.append(f"{run['store']}: in-process {run['in_process']['throughput_rps']} calls/s, "
-                     f"HTTP {run['http']['throughput_rps']} calls/s")
+        modes = [f"{mode.replace('_', '-')} {run[mode]['throughput_rps']} calls/s"
+                 for mode in ("in_process", "http") if run[mode] is not None]
+        lines.append(f"{run['store']}, {run['clients']} client(s): {', '.join(modes)}")
     return "\n".join(lines)

@@ -244,8 +244,20 @@ def calibration(embedder, dedup, conflict_low, json_out) -> None:
     write_json(report, json_out)
 
 
+def _counts(value: str) -> list[int]:
+    try:
+        counts = [int(c) for c in str(value).split(",") if c.strip()]
+    except ValueError:
+        raise click.BadParameter("use a number or a comma-separated list, e.g. 1,4,32") from None
+    if not counts or min(counts) < 1:
+        raise click.BadParameter("client counts must be positive")
+    return counts
+
+
 @bench.command()
-@click.option("--clients", default=32, show_default=True, help="Concurrent clients.")
+@click.option("--clients", default="32", show_default=True,
+              help="Concurrent clients; several (1,4,32) run one after another on the same "
+                   "seeded store: service time beside queueing.")
 @click.option("--requests", default=20, show_default=True, help="Calls per client.")
 @click.option("--users", default=4, show_default=True, help="Users the calls spread over.")
 @click.option("--items", default=10_000, show_default=True, help="Memory items seeded per user.")
@@ -255,9 +267,12 @@ def calibration(embedder, dedup, conflict_low, json_out) -> None:
                    "Redis (127.0.0.1:6379, a private key prefix).")
 @click.option("--redis", default="redis://127.0.0.1:6379/0", show_default=True,
               help="Redis for the sessions of the PostgreSQL run.")
+@click.option("--in-process/--http-only", default=True, show_default=True,
+              help="Also make the calls in process (threads calling UserMemory).")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
 @handle_errors
-def serve(clients, requests, users, items, embedder, compare_postgres, redis, json_out) -> None:
+def serve(clients, requests, users, items, embedder, compare_postgres, redis, in_process,
+          json_out) -> None:
     """The HTTP service under concurrent load (mixed add/search/context): p50/p95/p99 and
     errors per operation, over HTTP and in process, on SQLite (and PostgreSQL + Redis)."""
     from contextlib import ExitStack
@@ -267,10 +282,37 @@ def serve(clients, requests, users, items, embedder, compare_postgres, redis, js
 
     with ExitStack() as stack:
         pg = stack.enter_context(temporary_postgres()) if compare_postgres else None
-        report = run_serve_bench(clients=clients, requests=requests, users=users, items=items,
-                                 embedder=embedder, postgres=pg, redis=redis)
+        report = run_serve_bench(clients=_counts(clients), requests=requests, users=users,
+                                 items=items, embedder=embedder, postgres=pg, redis=redis,
+                                 in_process=in_process)
     click.echo(render(report))
     write_json(report, json_out)
+
+
+@bench.command()
+@click.option("--data", required=True, type=click.Path(exists=True, file_okay=False),
+              help="The bench-data directory (locomo/, madial/, longmemeval/).")
+@click.option("--messages", default=200, show_default=True, help="Messages per set.")
+@click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--batch", "batches", default=None,
+              help="embed_batch values to compare (e.g. 8,16,32,64); default: the setting.")
+@click.option("--paths", default=",".join(("import", "import+extract", "chat", "chat+extract")),
+              show_default=True, help="Write paths to time.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
+@handle_errors
+def ingest(data, messages, embedder, batches, paths, json_out) -> None:
+    """Messages/s through import and chat adds (with and without extraction) for short en
+    and zh turns and long answers, beside the embedder's own texts/s on the same texts."""
+    from ..bench.ingest import PATHS, render, run_ingest
+
+    chosen = tuple(p.strip() for p in paths.split(",") if p.strip())
+    if not chosen or set(chosen) - set(PATHS):
+        raise click.BadParameter(f"paths are some of {', '.join(PATHS)}", param_hint="--paths")
+    reports = [run_ingest(data, messages=messages, embedder=embedder, paths=chosen, batch=b)
+               for b in (_counts(batches) if batches else [None])]
+    for report in reports:
+        click.echo(render(report))
+    write_json(reports[0] if len(reports) == 1 else {"benchmark": "ingest", "runs": reports}, json_out)
 
 
 
