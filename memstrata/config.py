@@ -97,6 +97,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("speaker_boost", 0.1, float,
             "Score boost for turns by the one speaker a query names (0 turns it off)",
             low=0.0),
+    Setting("latest_ratio", 0.3, float,
+            "For a question about now, hits near the top answering it at least this well "
+            "(as a share of the best one's similarity) are statements of the same thing, and the "
+            "latest said goes first (0 turns it off)", low=0.0, high=1.0),
     Setting("split_questions", True, bool,
             "Search each question of a compound query (\"X? Also, Y?\" / \"X？另外，Y？\") on its own"),
     Setting("expansion_weight", 0.3, float,
@@ -287,6 +291,7 @@ class Settings:
     body_weight: float = 3.0
     context_weight: float = 0.5
     speaker_boost: float = 0.1
+    latest_ratio: float = 0.3
     split_questions: bool = True
     expansion_weight: float = 0.3
     calibration: str = "fitted"

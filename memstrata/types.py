@@ -379,6 +379,19 @@ class MemoryItem:
     def evolve(self, **changes: Any) -> "MemoryItem":
         return replace(self, **changes)
 
+    @property
+    def said_at(self) -> datetime:
+        """When what the item states was said: the time of the turn that stated it
+        (``metadata["since"]``), else when the item was written (remembered directly, or
+        a hand-edited time that does not parse)."""
+        since = self.metadata.get("since")
+        if isinstance(since, str):
+            try:
+                return parse_time(since)
+            except ValidationError:
+                pass
+        return self.created_at
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["kind"] = self.kind.value
@@ -448,6 +461,8 @@ class Filters:
     """Metadata filters for search and list. Empty fields do not filter.
 
     ``status`` defaults to active items only; raw turns have no status and always pass.
+    ``since``/``until`` compare a turn's time and an item's :attr:`MemoryItem.said_at` (the
+    time of the turn it was drawn from, not when the background job wrote it).
     """
 
     session_ids: tuple[str, ...] = ()

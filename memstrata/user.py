@@ -169,6 +169,7 @@ def _quoted_profile(profile: Profile) -> Profile:
                    role=quote_data(profile.role) if profile.role else profile.role,
                    goals=each(profile.goals), current=each(profile.current),
                    preferences=each(profile.preferences), people=each(profile.people),
+                   facts=each(profile.facts),
                    language=quote_data(profile.language) if profile.language else profile.language)
 
 

@@ -267,3 +267,43 @@ def test_a_short_new_value_is_a_change_not_a_restatement(e5, first, then, new, o
     say(e5, user, "s2", then, at=NEW)
     texts = [i.content for i in active(e5, user)]
     assert any(new in t for t in texts) and not any(old in t for t in texts), texts
+
+
+LATEST = [  # a change said without any word of a change: only the question says it is one slot
+    ("dentist-en", "My dentist is Dr Alvarez on Elm Street, she's very gentle.",
+     "Had my cleaning with Dr Huang at the Riverside clinic today, really liked her.",
+     "Who is my dentist?", "Huang"),
+    ("gym-zh", "我每周去三次力美健身，就在公司楼下。", "办了张超级猩猩的卡，离家近，周末也能去。",
+     "我在哪家健身房锻炼？", "超级猩猩"),
+]
+
+
+@pytest.mark.parametrize("user, first, later, ask, new", LATEST)
+def test_the_latest_statement_of_what_is_asked_ranks_first(e5, user, first, later, ask, new):
+    say(e5, user, "s1", first, at=OLD)
+    say(e5, user, "s2", later, at=NEW)
+    hits = e5.search(ask, user)
+    assert hits and new in hits[0].text, [(h.score, h.text) for h in hits]
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    with_off = Memory(e5.settings.store, embed_on_add="inline", latest_ratio=0)
+    with with_off:  # the same store without the pass: the first statement ranked first
+        assert new not in with_off.search(ask, user)[0].text
+
+
+@pytest.mark.parametrize("lang, first, moved, request_, new, old", [
+    ("en", "Hi! I'm Li Na and I live in Chengdu.", "We moved to Xiamen last month.",
+     "Can you suggest a restaurant near me for Friday?", "Xiamen", "Chengdu"),
+    ("zh", "我叫李娜，我住在成都。", "我们上个月搬到厦门了。", "周五帮我推荐一家附近的餐厅吧？", "厦门", "成都"),
+])
+def test_a_request_that_depends_on_where_the_user_lives_gets_the_current_city(e5, lang, first, moved,
+                                                                                  request_, new, old):
+    """"Restaurants near me" names no city: the profile's current facts carry it."""
+    user = f"near-{lang}"
+    say(e5, user, "s1", first, at=OLD)
+    say(e5, user, "s2", moved, at=NEW)
+    result = e5.context(user, "s3", [{"role": "user", "content": request_}])
+    profile = result.messages[0]["content"]
+    assert new in profile and old not in profile, profile
+    assert ("Facts as of now" if lang == "en" else "目前情况") in profile
+

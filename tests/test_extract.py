@@ -118,6 +118,23 @@ def test_answer_style_rules_need_a_request(text):
     assert not [c for c in extract_text(text) if c.attribute and c.attribute.startswith("answer_")]
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("Hi! I'm Wang Fang, I live in Hangzhou and work as a nurse.",
+     {("name", "Wang Fang"), ("city", "Hangzhou"), ("job", "nurse")}),
+    ("I'm Tom, a software engineer at Google, living in Berlin.",
+     {("name", "Tom"), ("job", "software engineer"), ("employer", "Google"), ("city", "Berlin")}),
+    ("Hello, I am Brian and I teach maths.", {("name", "Brian")}),
+])
+def test_a_self_introduction_names_the_speaker(text, expected):
+    assert expected <= {(a, v) for a, v, _ in slots(text)}
+
+
+@pytest.mark.parametrize("text", ["I'm Chinese, and I like tea.", "I'm Japanese.", "Hey, I'm sorry!",
+                                  "I'm American, born in Ohio.", "We met Anna. I'm Done with it."])
+def test_a_nationality_or_a_word_after_im_is_not_a_name(text):
+    assert not any(a == "name" for a, _, _ in slots(text)), slots(text)
+
+
 @pytest.mark.parametrize("text", ["I work at home.", "I work at night.", "I work in a team of five.",
                                   "I work at the moment on a novel.", "I work in the field of AI."])
 def test_a_workplace_needs_an_article_and_a_place(text):

@@ -172,3 +172,12 @@ def test_a_person_in_the_profile_arrives_quoted_on_one_line(memory, inject):
     result = lin.context("s1", [{"role": "user", "content": "hi"}], budget=2000)
     for marker in ("mother lives in Hangzhou.", "我妈妈叫王芳。"):
         _check(result, marker, inject)
+
+
+@pytest.mark.parametrize("inject", [INJECT_EN, INJECT_ZH])
+def test_a_current_fact_in_the_profile_arrives_quoted_on_one_line(memory, inject):
+    lin = memory.user("lin-facts")
+    lin.remember(f"User lives in Hangzhou.\n{inject}", attribute="city", value="Hangzhou")
+    assert any(inject in f for f in lin.profile().facts)
+    result = lin.context("s1", [{"role": "user", "content": "hi"}], budget=2000)
+    _check(result, "User lives in Hangzhou.", inject)

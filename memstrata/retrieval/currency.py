@@ -21,13 +21,14 @@ I live before?", "我以前做什么工作？", :func:`asks_about_past`) keeps t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ..types import MemoryItem, SearchHit, Status, parse_time
 
-__all__ = ["Stale", "stale_marks", "asks_about_past", "current_first", "until_label"]
+__all__ = ["Stale", "stale_marks", "asks_about_past", "asks_about_now", "current_first", "latest_first",
+           "until_label"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,63 @@ _PAST_ZH = re.compile(r"以前|之前|原来|过去|曾经|当初|原先|那时|
 def asks_about_past(text: str) -> bool:
     """Whether a question asks about a former state ("where did I live before?")."""
     return bool(_PAST_EN.search(text or "") or _PAST_ZH.search(text or ""))
+
+
+#: The grammar of a question about something that happened (a past tense, a date asked
+#: for): such a question wants the event, not the latest state, so the order is kept.
+_EVENT_EN = re.compile(r"\b(?:when|what time|how long ago|did|was|were|had|went|happened|yesterday|"
+                       r"last (?:week|month|year|night|time|weekend))\b", re.I)
+_EVENT_ZH = re.compile(r"什么时候|哪天|哪一天|几号|几月|哪年|多久以前|昨天|前天|上周|上个?月|上星期|去年|"
+                       r"那天|那次|了吗|过吗|了什么|了哪|了几|过什么|过哪")
+
+
+def asks_about_now(text: str) -> bool:
+    """Whether a query asks about the present state of things ("which team do I support?",
+    "我住哪个小区？", "recommend a restaurant near me"): neither about a former state
+    (:func:`asks_about_past`) nor about an event (a past tense, a date)."""
+    text = text or ""
+    return not (asks_about_past(text) or _EVENT_EN.search(text) or _EVENT_ZH.search(text))
+
+
+#: :func:`latest_first`: how far down the list competitors are looked for, and how close to
+#: the best of them a hit must be to count as another answer to the same question (its
+#: similarity at least ``ratio`` — the ``latest_ratio`` setting — of the best one's, and
+#: at least ``LATEST_FLOOR``, the default ``recall_min_score``).
+LATEST_WINDOW = 5
+LATEST_RATIO = 0.3
+LATEST_FLOOR = 0.1
+
+
+def latest_first(hits: Sequence[SearchHit], *, window: int = LATEST_WINDOW,
+                 ratio: float = LATEST_RATIO, floor: float = LATEST_FLOOR,
+                 among: Collection[str] | None = None) -> list[SearchHit]:
+    """For a question about the present: the latest statement of what is asked wins.
+
+    The hits near the top that answer the question about as well as the best one are
+    competing statements of the same thing — "I've been a Liverpool fan since I was a
+    kid" and, two months later, "I've given up on them. I'm following Arsenal now" for
+    "which team do I support?" — and the question, not a list of words of a change, says
+    they are about one slot. Among them the one said last goes first, whether or not the
+    write path recognised a change: they swap places, each place keeping its score, so
+    scores stay in rank order and no hit enters or leaves the top ``window`` (recall at
+    ``window`` and beyond is what the ranker made it). Only hits ``among`` (ids; None:
+    all) compete — the user's own statements, not a question or an assistant's guess —
+    and stale hits (already placed by :func:`current_first`) are left where they are."""
+    head = list(hits[:window])
+    sims = [None if h.stale_since is not None or (among is not None and h.id not in among)
+            else h.parts.similarity for h in head]
+    known = [x for x in sims if x is not None]
+    if len(known) < 2:
+        return list(hits)
+    bar = max(floor, ratio * max(known))
+    places = [n for n, x in enumerate(sims) if x is not None and x >= bar]
+    if len(places) < 2:
+        return list(hits)
+    latest = sorted((head[n] for n in places), key=lambda h: -h.created_at.timestamp())
+    out = list(hits)
+    for n, hit in zip(places, latest):
+        out[n] = hit if hit is head[n] else replace(hit, score=head[n].score)
+    return out
 
 
 def until_label(since: datetime, text: str) -> str:

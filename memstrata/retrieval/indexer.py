@@ -110,10 +110,11 @@ def turn_doc(turn: Message, texts: tuple[str, str, str, str], session_id: str,
 
 
 def item_doc(item: MemoryItem, vector: np.ndarray | None = None) -> IndexDoc:
-    """The index document of a memory item."""
+    """The index document of a memory item, dated when it was said (a fact extracted
+    today from a conversation of last month is as old as that conversation)."""
     display, body, context, _ = item_texts(item)
     return IndexDoc(id=item.id, layer=Layer.SEMANTIC, text=display, body=body, context=context,
-                    created_at=item.created_at, session_id=item.source_session_id,
+                    created_at=item.said_at, session_id=item.source_session_id,
                     kind=item.kind.value, status=item.status.value,
                     tags=(*item.tags, *(f"{SOURCE_TAG}{m}" for m in item.source_message_ids)),
                     importance=item.importance, vector=vector)

@@ -26,7 +26,7 @@ from ..stores.base import DocInfo, ItemStore, MetaStore, SearchIndex
 from ..text import analyze
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, Status, utcnow
 from .calibration import Calibration, calibration_for
-from .currency import Stale, asks_about_past, current_first, stale_marks
+from .currency import Stale, asks_about_now, asks_about_past, current_first, latest_first, stale_marks
 from .documents import SOURCE_TAG, asks_about_assistant, build_query, is_question, split_question
 from .fusion import Candidate, Fused, fuse
 from .indexer import cache_partition
@@ -44,6 +44,26 @@ log = logging.getLogger("memstrata.search")
 class _SearchBackend(SearchIndex, ItemStore, MetaStore, Protocol):
     """What search needs of a store: the index, access statistics of items, and ``meta``
     (where the embedder's score calibration is kept)."""
+
+
+def _speakers_named(query: str, infos: "Iterable[DocInfo]") -> list[str]:
+    """The speaker tags of the candidates whose name the query says ("What did Caroline
+    say…" → ``speaker:Caroline``)."""
+    speakers = {t for info in infos for t in info.tags if t.startswith("speaker:")}
+    lowered = query.lower()
+    return sorted(t for t in speakers if re.search(rf"(?<!\w){re.escape(t[8:].lower())}(?!\w)", lowered))
+
+
+def _said_by_user(info: DocInfo | None, hit: SearchHit) -> bool:
+    """Whether a hit is something the user stated in a conversation, at a time: their own
+    turn that is not a question, or an item drawn from one. A knowledge-base chunk, an
+    item remembered directly (a LangGraph store value), an assistant's turn or a repeated
+    question is not a statement of the user's current state (:func:`.currency.latest_first`)."""
+    if info is None:
+        return False
+    if hit.layer is Layer.EPISODIC:
+        return hit.role == "user" and not is_question(info.text)
+    return hit.layer is Layer.SEMANTIC and any(t.startswith(SOURCE_TAG) for t in info.tags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +125,7 @@ class Retriever:
         among the candidates ("What did Caroline say…" → Caroline's turns)."""
         if not self.settings.speaker_boost and not always:
             return None
-        speakers = {t for info in infos for t in info.tags if t.startswith("speaker:")}
-        lowered = query.lower()
-        named = [t for t in speakers
-                 if re.search(rf"(?<!\w){re.escape(t[8:].lower())}(?!\w)", lowered)]
+        named = _speakers_named(query, infos)
         return named[0] if len(named) == 1 else None
 
     def _candidates(self, scope: Scope, query: str, recent: Sequence[str], filters: Filters,
@@ -348,6 +365,16 @@ class Retriever:
                        and _admits(filters, replacing[r])}
             hits = current_first(hits, current, past=asks_about_past(query))[:k]
             orders = {h.id: orders.get(h.id, h.score) for h in hits}
+        # the latest statement wins (:func:`.currency.latest_first`) for a question about the
+        # present — not for one naming a speaker of a transcript between people ("What is
+        # Caroline reading?", "What do Jon and Gina both like?" ask what they said);
+        if self.settings.latest_ratio and asks_about_now(query) \
+                and not _speakers_named(query, infos.values()):
+            said = {h.id for h in hits if _said_by_user(infos.get(h.id), h)}
+            placed = latest_first(hits[:k], ratio=self.settings.latest_ratio,  # places keep scores,
+                                  among=said)  # orders
+            orders = {new.id: orders.get(old.id, old.score) for old, new in zip(hits, placed)}
+            hits = placed
         if log.isEnabledFor(logging.DEBUG):  # DEBUG may quote memory (and says so at start)
             log.debug("search %r for %r (%s, %d question(s)): %d lexical + %d dense candidates "
                       "-> %d fused -> %d units -> top %d%s", query[:80], scope.user_id, mode,

@@ -176,6 +176,7 @@ class ProfileOut(_Out):
     preferences: list[str]
     language: str | None
     people: list[str]
+    facts: list[str] = []  # the current value of the user's one-value slots (where they live…)
     sources: list[str]
 
 

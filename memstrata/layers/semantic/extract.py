@@ -18,6 +18,7 @@ from typing import Any
 
 from memstrata.types import Kind, Message, Role
 
+from .english import PRONOUNS, reads_as_statement, third_person
 from .clauses import Clause, People, clauses
 from .numbers import resolve_date
 from .statements import attribute_statement, families, generic, retarget
@@ -164,6 +165,8 @@ def extract_text(text: str, *, message_id: str = "", at: datetime | None = None,
                                                    if not (own and c.attribute in ("notes", "name"))]
         for cand, where in pairs:
             cand = _situate(cand, where, at)
+            if clause.lang != "zh" and not reads_as_statement(cand.content):
+                continue  # a restatement that would not read as written: the turn keeps it
             key = (cand.subject, cand.kind, cand.slot_key) if cand.attribute and cand.value \
                 else (cand.subject, cand.kind, cand.content)
             if key not in seen:
@@ -364,6 +367,13 @@ _PRONOUN_START = re.compile(
     r"^(?:you|it|that|this|them|him|her|those|these|what|how|when|where|which|who|the way|"
     r"seeing|hearing|your|his|their|our|its|there|here|so|such|a lot|to hear|to see)\b", re.I)
 _NAME = re.compile(r"^[A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,2}$")
+#: capitalised words after "I'm" that are not a name: the pronoun, a few states, and
+#: nationalities ("-ese"/"-ish" by their ending; "-an"/"-ian" ones listed, as that ending
+#: is also a name's: Brian, Vivian)
+_NOT_NAMES = frozenset("i ok okay fine good great sorry back home here done new not so just also "
+                       "still really very english french dutch thai swiss greek american canadian "
+                       "mexican brazilian german italian indian russian korean australian "
+                       "african european asian malaysian indonesian persian nigerian".split())
 _PLACE = re.compile(r"^(?:the )?[A-Z][\w'’.-]*(?:,? [A-Z][\w'’.-]*){0,3}$")
 
 
@@ -402,61 +412,6 @@ def _zh_ok(value: str) -> bool:
 
 # --- rendering ----------------------------------------------------------------------------
 
-_IRREGULAR = {"am": "is", "are": "is", "'m": "is", "be": "is", "have": "has", "do": "does",
-              "go": "goes", "was": "was", "were": "was"}
-_KEEP_VERB = {"will", "would", "can", "could", "should", "must", "might", "may", "shall",
-              "usually", "always", "often", "never", "normally", "typically", "regularly",
-              "sometimes", "also", "really", "just", "still", "now", "recently", "finally",
-              "mostly", "generally", "rarely", "don't", "didn't", "can't", "won't", "already",
-              "actually", "basically", "currently", "totally", "even", "only", "both"}
-_PAST = {"went", "got", "made", "took", "ran", "began", "won", "lost", "read", "wrote", "met",
-         "bought", "saw", "did", "had", "was", "were", "felt", "found", "gave", "came", "left",
-         "kept", "told", "thought", "brought", "sent", "spent", "built", "to", "sang", "drew",
-         # the rest of the common irregular past forms: "I sold the Corolla" is not "solds"
-         "sold", "paid", "said", "heard", "held", "taught", "caught", "fought", "sought", "became",
-         "forgot", "understood", "stood", "sat", "slept", "swam", "drove", "rode", "flew", "grew",
-         "knew", "threw", "broke", "chose", "spoke", "woke", "froze", "wore", "tore", "stole",
-         "ate", "fell", "hid", "bit", "shook", "quit", "put", "cut", "set", "let", "hurt", "hit",
-         "shut", "lent", "bent", "meant", "dealt", "led", "fed", "fled", "bled", "sped", "fit",
-         "dug", "hung", "stuck", "struck", "swung", "lit", "laid", "overslept", "moved"}
-#: adverbs that come between "I" and the verb and do not end in -ly
-_ADVERBS = frozenset("ever seldom hardly almost soon later once twice again no longer kind sort "
-                     "pretty quite rather still yet".split())
-_PRONOUNS = {"i": "they", "me": "them", "my": "their", "mine": "theirs", "myself": "themselves",
-             "i'm": "they're", "i've": "they've", "i'll": "they'll", "i'd": "they'd",
-             "i’m": "they're"}
-
-
-def _third_person(predicate: str, conjugate: bool = True) -> str:
-    """"go to the gym every day with my wife" → "goes to the gym every day with their wife"."""
-    words = predicate.split()
-    out, conjugated = [], not conjugate
-    for word in words:
-        low = word.lower()
-        if low in _PRONOUNS:
-            out.append(_PRONOUNS[low])
-            continue
-        if not conjugated and low.isalpha():
-            if low in _KEEP_VERB or (low.endswith("ly") and len(low) > 4) or low in _ADVERBS:
-                # "I barely write Java" → "barely writes", never "barelies write"
-                out.append(word)
-                continue
-            conjugated = True
-            if low in _IRREGULAR:
-                word = _IRREGULAR[low]
-            elif not low.endswith(("ed", "ing")) and low not in _PAST:
-                if low.endswith(("s", "sh", "ch", "x", "z", "o")):
-                    word += "es"
-                elif low.endswith("y") and low[-2:-1] not in "aeiou":
-                    word = word[:-1] + "ies"
-                else:
-                    word += "s"
-        elif low == "don't" and not conjugated:
-            word, conjugated = "doesn't", True
-        out.append(word)
-    return " ".join(out)
-
-
 def _zh_third(predicate: str) -> str:
     return predicate.replace("我的", "自己的").replace("我", "自己")
 
@@ -491,9 +446,9 @@ class Rule:
         if change and self.negated:
             template = self.negated
         if self.free_text:
-            value = _zh_third(value) if lang == "zh" else _third_person(value, self.conjugate)
+            value = _zh_third(value) if lang == "zh" else third_person(value, self.conjugate)
         elif lang == "en":  # "talking about my bike" → "talking about their bike"
-            value = " ".join(_PRONOUNS.get(w.lower(), w) for w in value.split())
+            value = " ".join(PRONOUNS.get(w.lower(), w) for w in value.split())
         return template.format(v=value, rel=rel) if template else ""
 
 
@@ -517,13 +472,33 @@ _EN = [
        "User's name is {v}", importance=0.95, check=lambda v: bool(_NAME.match(v))),
     _r("en.call_me", r"\b(?:call me|i go by) (?P<v>[A-Z][\w'’-]*)", F, "name",
        "User's name is {v}", importance=0.95, check=lambda v: bool(_NAME.match(v))),
+    # a self-introduction names the speaker: "Hi! I'm Wang Fang, …", "I'm Tom, a nurse" —
+    # at the start of the message or after a greeting, and followed by a pause, so "I'm
+    # Chinese and…" or "I'm Done" in mid-message stay out
+    _r("en.intro", r"(?:^|\b(?:hi|hello|hey)(?: there)?[!,.]*\s+)i(?:'m|’m| am) "
+       r"(?P<v>[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?)(?=\s*[,.!;]|\s+(?:and|from|here)\b|$)", F, "name",
+       "User's name is {v}", importance=0.95,
+       check=lambda v: bool(_NAME.match(v)) and v.split()[0].lower() not in _NOT_NAMES
+       and not v.split()[0].lower().endswith(("ese", "ish"))),
+    # "I'm Tom, a software engineer at Google": the role said after the name
+    _r("en.intro_role", _I + r" [A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?, an? (?P<v>[\w -]+?)"
+       r"(?= at | for | in | with |[.,;!?]|$)", F, "job", "User is a {v}", importance=0.9,
+       check=_role_ok, overlap=True),
+    _r("en.intro_at", _I + r" [A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?, an? [\w -]+? (?:at|for) "
+       r"(?P<v>[A-Z][\w&.'’-]*(?: [A-Z][\w&.'’-]*){0,3})", F, "employer", "User works at {v}",
+       importance=0.85, overlap=True),
+    # "I'm Tom, a nurse, living in Berlin": the place said as an aside of the introduction
+    _r("en.intro_city", _I + r" [^.!?]*?, (?:living|based) in (?P<v>[A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,2})",
+       F, "city", "User lives in {v}", importance=0.85, overlap=True,
+       check=lambda v: bool(_PLACE.match(v))),
     _r("en.job", _I + r" (?:now |currently |still )?(?:working as )?an? (?P<v>[\w -]+?)"
        r"(?= at | for | in | with |[.,;!?]|$)", F, "job", "User is a {v}", importance=0.9,
        check=_role_ok),
     _r("en.role_at", _I + r" (?:now |currently )?an? [\w -]+? (?:at|for) (?P<v>[A-Z][\w&.'’-]*"
        r"(?: [A-Z][\w&.'’-]*){0,3})", F, "employer", "User works at {v}", importance=0.85,
        overlap=True),
-    _r("en.work_as", r"\bi (?:now )?work as an? (?P<v>[\w -]+?)(?= at | for | in |[.,;!?]|$)",
+    # "I live in Hangzhou and work as a nurse": the subject said once for both
+    _r("en.work_as", r"\b(?:i|and) (?:now )?work as an? (?P<v>[\w -]+?)(?= at | for | in |[.,;!?]|$)",
        F, "job", "User works as a {v}", importance=0.9, check=lambda v: len(v.split()) <= 4),
     _r("en.employer", r"\bi (?:now )?(?:work|am working) (?:at|for) (?P<v>[A-Z][\w&.'’-]*"
        r"(?: [A-Z][\w&.'’-]*){0,3})", F, "employer", "User works at {v}", importance=0.85,
@@ -687,7 +662,9 @@ _ZH = [
        r"(?=[，,。！？!?]|$)", F, "job", zh="用户{v}", importance=0.9, check=lambda v: len(v) <= 20),
     _r("zh.employer", r"我(?:现在|目前)?在(?P<v>[^，,。！？!?]{1,12}?)(?:工作|上班)", F,
        "employer", zh="用户在{v}工作", importance=0.85, check=_zh_ok),
-    _r("zh.city", r"我(?:现在|目前)?(?:住在|定居在?|搬到了?|搬去了?)(?P<v>[^，,。！？!?]{1,10})", F,
+    # "我（们）上个月搬到厦门了": a time may stand between the subject and the verb
+    _r("zh.city", r"我(?:们)?(?:上个?月|上周|上星期|去年|今年|年初|前不久|前几天|最近|刚刚?)?"
+       r"(?:现在|目前|已经)?(?:住在|定居在?|搬到了?|搬去了?)(?P<v>[^，,。！？!?了]{1,10})", F,
        "city", zh="用户住在{v}", importance=0.85, check=_zh_ok),
     _r("zh.hometown", r"我(?:来自|老家(?:在|是))(?P<v>[^，,。！？!?]{1,10})|我是(?P<v2>[^，,。！？!?一]"
        r"{1,6}?)人(?=[，,。！？!?]|$)", F, "hometown", zh="用户来自{v}", importance=0.8,

@@ -114,16 +114,6 @@ def _names(query: str, cand: Candidate) -> bool:
     return bool(words) and all(w in text for w in words)
 
 
-def _said(item: MemoryItem) -> datetime:
-    """When an item was said: the time of the turn that stated it (``since``), else when it
-    was written (an item remembered directly)."""
-    since = item.metadata.get("since")
-    try:
-        return datetime.fromisoformat(since) if isinstance(since, str) else item.created_at
-    except ValueError:
-        return item.created_at
-
-
 class _PipelineBackend(Lifecycle, MessageLog, ItemStore, JobQueue, SearchIndex, VectorCache, MetaStore,
                        Protocol):
     """What the write path needs of a store."""
@@ -365,7 +355,7 @@ class Pipeline:
                 # only a todo that was open when the statement was made
                 said_when = max((t for m in cand.source_message_ids
                                  if (t := (times or {}).get(m))), default=now)
-                before = [t for t in todos if _said(t) <= said_when]
+                before = [t for t in todos if t.said_at <= said_when]
                 todo = completes(cand, before) if before else None
                 if todo is None and said_done and before:
                     todo = self.slots.completes(cand, before)

@@ -35,33 +35,40 @@ class Profile:
     language: str | None = None
     #: one line per person in the user's life: "husband: User's husband is diabetic; …"
     people: tuple[str, ...] = ()
+    #: the current value of the user's one-value slots a request may depend on without
+    #: naming them ("User lives in Shanghai", "用户今年35岁"): where they live, age, health…
+    facts: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def is_empty(self) -> bool:
         """True when nothing is known yet."""
         return not (self.name or self.role or self.goals or self.current
-                    or self.preferences or self.language or self.people)
+                    or self.preferences or self.language or self.people or self.facts)
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (the shape the API and the inspector show)."""
         return {"name": self.name, "role": self.role, "goals": list(self.goals),
                 "current": list(self.current), "preferences": list(self.preferences),
                 "language": self.language, "people": list(self.people),
-                "sources": list(self.sources)}
+                "facts": list(self.facts), "sources": list(self.sources)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Profile":
         return cls(data.get("name"), data.get("role"), tuple(data.get("goals") or ()),
                    tuple(data.get("current") or ()), tuple(data.get("preferences") or ()),
                    data.get("language"), people=tuple(data.get("people") or ()),
-                   sources=tuple(data.get("sources") or ()))
+                   facts=tuple(data.get("facts") or ()), sources=tuple(data.get("sources") or ()))
 
 
 _ROLE_ATTRS = ("job", "employer")
 _PREF_ATTRS = ("answer_length", "answer_style", "answer_language", "likes", "food", "diet",
                "allergies", "preferences", "language", "tools")
 _CURRENT_ATTRS = ("plans", "learning")
+#: one-value slots that are neither the name, the role nor a preference: the current facts
+#: a request depends on without naming them ("restaurants near me" needs the city)
+_FACT_ATTRS = ("city", "age", "marital_status", "health:status", "hometown")
+_FACT_PREFIXES = ("attr:", "favorite:")
 _LANGS = {"Chinese": "zh", "English": "en"}
 
 
@@ -102,14 +109,18 @@ def aggregate(items: Iterable[MemoryItem], *, max_per_part: int = 5) -> Profile:
     lang_item = latest.get("answer_language")
     language = _LANGS.get(lang_item.value or "", lang_item.value) if lang_item else _majority_lang(usable)
     people, known = _people(others, max_per_part)
-    used = [x for x in [name, *roles, *goals, *current, *prefs, lang_item, *known] if x is not None]
+    facts = [latest[a] for a in _FACT_ATTRS if a in latest] + sorted(
+        (i for a, i in latest.items() if a.startswith(_FACT_PREFIXES)), key=_recency, reverse=True)
+    facts = facts[:max_per_part]
+    used = [x for x in [name, *roles, *goals, *current, *prefs, lang_item, *known, *facts]
+            if x is not None]
     return Profile(
         name=name.value if name else None,
         role="; ".join(r.content for r in roles) or None,
         goals=tuple(g.content for g in goals),
         current=tuple(c.content for c in current),
         preferences=tuple(p.content for p in prefs),
-        language=language, people=people,
+        language=language, people=people, facts=tuple(f.content for f in facts),
         sources=tuple(dict.fromkeys(x.id for x in used)))
 
 
@@ -137,19 +148,21 @@ def _majority_lang(items: list[MemoryItem]) -> str | None:
 
 _LABELS = {
     "en": ("User profile", "Name", "Role", "Long-term goals", "Current matters",
-           "Key preferences", "Language", "(nothing known yet)", "People in the user's life"),
+           "Key preferences", "Language", "(nothing known yet)", "People in the user's life",
+           "Facts as of now"),
     "zh": ("用户档案", "称呼", "身份", "长期目标", "当前事项", "关键偏好", "语言", "（暂无信息）",
-           "生活中的人"),
+           "生活中的人", "目前情况"),
 }
 
 
 def render(profile: Profile, lang: str = "en") -> str:
     """The profile as a short text block for a system prompt, in ``"en"`` or ``"zh"``."""
-    title, n, r, g, c, p, lg, empty, ppl = _LABELS["zh" if lang == "zh" else "en"]
+    title, n, r, g, c, p, lg, empty, ppl, f = _LABELS["zh" if lang == "zh" else "en"]
     sep = "；" if lang == "zh" else "; "
     colon = "：" if lang == "zh" else ": "
     lines = [f"[{title}]"]
-    for label, value in ((n, profile.name), (r, profile.role), (g, sep.join(profile.goals)),
+    for label, value in ((n, profile.name), (r, profile.role), (f, sep.join(profile.facts)),
+                         (g, sep.join(profile.goals)),
                          (c, sep.join(profile.current)), (p, sep.join(profile.preferences)),
                          (lg, profile.language)):
         if value:

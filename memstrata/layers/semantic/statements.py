@@ -19,6 +19,7 @@ from typing import Any
 from memstrata.types import Kind
 
 from .clauses import Clause
+from .english import third_person
 from .numbers import parse_number
 
 __all__ = ["families", "attribute_statement", "generic", "retarget", "completes", "COMPLETION"]
@@ -76,7 +77,7 @@ _DONE_ZH = re.compile(r"^(?:我)?(?P<v>[^，,。]{1,14}?)(?:已经|早就|都)" 
                       r"|^(?:我)?(?P<v3>[^，,。]{1,14}?)(?:搞定|弄好|办好|约好|订好|交了|做完|写完)了")
 _DONE_ANY_ZH = re.compile(r"^(?:我)?(?P<v>[^，,。我你他她]{1,10}?)(?:已经|早就|终于|都)"
                           r"(?:[\u4e00-\u9fff]{1,4}?)(?:好|完|过|掉)?了[。！!]*$")
-_ATTR_ZH = re.compile(r"^(?P<x>[^，,。是的]{1,16}?)的(?P<y>[^，,。是]{1,10}?)(?:是|为|在)"
+_ATTR_ZH = re.compile(r"^(?P<x>[^，,。是的]{1,16}?)的(?P<y>[^，,。是]{1,10}?)(?:是|为(?![了何])|在)"
                       r"(?P<z>[^。]{1,100}?)[。！!]*$")
 _ATTR_EN = re.compile(r"^(?:i (?:am|'m) |)?(?:my|the) (?P<y>[\w -]{2,30}?)(?: of (?P<x>[\w' -]{2,30}))?"
                       r" (?:is|are|was) (?P<z>[^,;]{1,60}?)[.!]*$", re.I)
@@ -105,11 +106,10 @@ _NEG_HAVE = {"haven't": "hasn't", "don't": "doesn't", "aren't": "isn't", "am": "
 
 
 def _render_en(body: str) -> str:
-    from .extract import _third_person  # the one English conjugation table
-    rest = re.sub(r"^i(?:'m|’m| am)\b", "I am", body, flags=re.I)
-    rest = re.sub(r"^i(?:'ve|’ve)\b", "I have", rest, flags=re.I)
-    rest = re.sub(r"^i(?:'ll|’ll)\b", "I will", rest, flags=re.I)
-    rest = re.sub(r"^i(?:'d|’d)\b", "I would", rest, flags=re.I)
+    rest = re.sub(r"\bi(?:'m|’m)\b", "I am", body, flags=re.I)
+    rest = re.sub(r"\bi(?:'ve|’ve)\b", "I have", rest, flags=re.I)
+    rest = re.sub(r"\bi(?:'ll|’ll)\b", "I will", rest, flags=re.I)
+    rest = re.sub(r"\bi(?:'d|’d)\b", "I would", rest, flags=re.I)
     if re.match(r"(?i)^i\b", rest):
         pred = rest[2:].strip()
         first = pred.split(" ", 1)[0].casefold() if pred else ""
@@ -118,9 +118,12 @@ def _render_en(body: str) -> str:
         elif first in _NEG_HAVE:
             out = "User " + _NEG_HAVE[first] + pred[len(first):]
         else:
-            out = "User " + _third_person(pred)
+            out = "User " + third_person(pred)
     else:
         out = rest[:1].upper() + rest[1:]
+    # "…to find the right spot when I have time": a later "I" takes its own verb's form
+    out = re.sub(r"(?<=[\w,;:—–-] )I (?P<rest>[^,;:.!?\"“”]+)",
+                 lambda m: "User " + third_person(m["rest"]), out)
     out = re.sub(r"\bmyself\b", "themselves", out)
     out = re.sub(r"\bme\b", "User", out)
     out = re.sub(r"\b(?:my|mine)\b", "User's", out, flags=re.I)
@@ -130,10 +133,14 @@ def _render_en(body: str) -> str:
 
 
 def _render_zh(body: str) -> str:
+    """The user's clause about themselves: the first "我" is the user, a later one refers
+    back as a person would write it ("用户记得那天自己和表哥玩得很开心", not "…那天用户和表哥…";
+    "老师带他们看了实验", not "老师带用户和家人…")."""
     text = body.rstrip("。！!~～")
-    text = re.sub(r"^我的", "用户的", text)
-    text = re.sub(r"^我", "用户", text)
-    return text.replace("我的", "用户的").replace("我们", "用户和家人").replace("我", "用户")
+    if text.startswith("我们"):  # "我们搬到上海了": the user's household
+        text = "用户和家人" + text[2:]
+    head, sep, tail = text.partition("我")
+    return head + "用户" + tail.replace("我们", "他们").replace("我", "自己") if sep else text
 
 
 def _cand(kind: Kind, content: str, attribute: str | None, value: str | None, rule: str,
@@ -222,6 +229,12 @@ def _completion(body: str, lang: str) -> dict | None:
     return _cand(Kind.EVENT, content, COMPLETION, v, f"{lang}.done", lang, importance=0.6)
 
 
+#: "我爸…", "我女儿…": a relative named by the user (the spoken short forms made whole)
+_KIN_ZH = re.compile(r"^我(?:的)?(爸爸|妈妈|爸|妈|老公|老婆|丈夫|妻子|女儿|儿子|哥哥|姐姐|弟弟|妹妹|哥|姐|"
+                     r"爷爷|奶奶|外公|外婆|男朋友|女朋友)")
+_KIN_NAMES = {"爸": "爸爸", "妈": "妈妈", "哥": "哥哥", "姐": "姐姐"}
+
+
 def _attribute(body: str, lang: str, clause: Clause) -> dict | None:
     if lang == "zh":
         m = _ATTR_ZH.search(body)
@@ -233,6 +246,14 @@ def _attribute(body: str, lang: str, clause: Clause) -> dict | None:
                 return None
         if x == "我":
             return _cand(Kind.FACT, f"用户的{y}是{z}", f"attr:{y}", z, "zh.attribute", lang,
+                         importance=0.7)
+        kin = _KIN_ZH.match(x)
+        if kin:  # "我爸最大的爱好是养鸽子": the father's, not the user's
+            who = _KIN_NAMES.get(kin[1], kin[1])
+            return _cand(Kind.FACT, f"用户的{who}{x[kin.end():]}的{y}是{z}", f"attr:{y}", z,
+                         "zh.attribute", lang, importance=0.6, subject=who)
+        if x.startswith("我"):  # "我租的房子是…", "我现在的医生是…": the user's, said as they said it
+            return _cand(Kind.FACT, f"用户{x[1:]}的{y}是{z}", f"attr:{y}", z, "zh.attribute", lang,
                          importance=0.7)
         # an entity of the user's life (an event, an item, a place): it is the subject
         return _cand(Kind.FACT, f"{x}的{y}是{z}", f"attr:{y}", z, "zh.attribute", lang,
@@ -274,7 +295,9 @@ def generic(clause: Clause) -> dict | None:
         if not body.startswith("我") or body.startswith("我们") or _FILLER_ZH.match(body):
             return None
         rest = body[1:]
-        if len(rest) < 4 or len(rest) > 120 or re.search(r"[吗呢？?]$", rest):
+        # "是啊，…"/"是呀": an answer to the assistant, not a statement about the user
+        if len(rest) < 4 or len(rest) > 120 or re.search(r"[吗呢？?]$", rest) \
+                or re.match(r"是[啊呀吧嘛的]", rest):
             return None
         return _cand(Kind.FACT, _render_zh(body), "notes", None, "zh.statement", lang,
                      importance=0.45, confidence=0.7)
