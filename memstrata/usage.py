@@ -16,13 +16,15 @@ __all__ = ["UsageReport", "usage_report"]
 @dataclass(frozen=True, slots=True)
 class UsageReport:
     """LLM calls per purpose (``extract``, ``conflict``, ``summary``), the calls the budget
-    skipped per purpose, and version rows written per path (``rule``, ``llm``, ``api``…;
-    ``actors`` has them by full actor, e.g. ``llm:gpt-4o-mini``)."""
+    skipped per purpose, failed calls by error class (``ProviderAuthError`` for a refused
+    key: the write path then ran on its offline rules), and version rows written per path
+    (``rule``, ``llm``, ``api``…; ``actors`` has them by full actor, e.g. ``llm:gpt-4o-mini``)."""
 
     calls: dict[str, UsageSummary] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     writes: dict[str, int] = field(default_factory=dict)
     actors: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> UsageSummary:
@@ -38,7 +40,8 @@ class UsageReport:
         return {"calls": {k: one(v) for k, v in sorted(self.calls.items())},
                 "total": one(self.total), "skipped": dict(sorted(self.skipped.items())),
                 "writes": dict(sorted(self.writes.items())),
-                "actors": dict(sorted(self.actors.items()))}
+                "actors": dict(sorted(self.actors.items())),
+                "errors": dict(sorted(self.errors.items()))}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "UsageReport":
@@ -47,7 +50,7 @@ class UsageReport:
             return UsageSummary(row["calls"], row["failures"], row["prompt_tokens"],
                                 row["completion_tokens"], row["latency_s"])
         return cls({k: one(v) for k, v in data["calls"].items()}, dict(data["skipped"]),
-                   dict(data["writes"]), dict(data["actors"]))
+                   dict(data["writes"]), dict(data["actors"]), dict(data.get("errors") or {}))
 
 
 def usage_report(store: UsageStore, scopes: Sequence[Scope]) -> UsageReport:
@@ -56,14 +59,17 @@ def usage_report(store: UsageStore, scopes: Sequence[Scope]) -> UsageReport:
     skipped: dict[str, int] = {}
     writes: dict[str, int] = {}
     actors: dict[str, int] = {}
+    errors: dict[str, int] = {}
     for scope in scopes:
         for r in store.llm_usage(scope):
             if r.error == BUDGET:
                 skipped[r.purpose] = skipped.get(r.purpose, 0) + 1
             else:
                 calls[r.purpose] = calls.get(r.purpose, UsageSummary()).add(r)
+                if r.error:
+                    errors[r.error] = errors.get(r.error, 0) + 1
         for actor, n in store.version_actors(scope).items():
             actors[actor] = actors.get(actor, 0) + n
             path = actor.split(":", 1)[0]
             writes[path] = writes.get(path, 0) + n
-    return UsageReport(calls, skipped, writes, actors)
+    return UsageReport(calls, skipped, writes, actors, errors)

@@ -635,3 +635,25 @@ def test_the_correction_box_holds_the_sentence_and_saves_the_stored_form(live, l
     with live.client(live.key("acme", "app")) as api:
         for item in made.values():
             api.delete(f"/v1/users/lin/items/{item['id']}")
+
+
+def test_a_store_failure_at_login_says_the_service_is_unavailable(tmp_path):
+    """A visitor who is not signed in learns nothing of the store: before, the login form
+    showed the database's own words ("no such table: api_keys")."""
+    import sqlite3
+
+    path = tmp_path / "m.db"
+    memory = Memory(f"sqlite:///{path}", embedder="hash:256")
+    with LiveServer(memory) as server:
+        token = server.key("acme", "app")
+        con = sqlite3.connect(path)
+        con.execute("ALTER TABLE api_keys RENAME TO api_keys_gone")  # the store breaks under it
+        con.commit()
+        con.close()
+        anon = httpx.Client(base_url=server.url, follow_redirects=False)
+        OPEN.append(anon)
+        for lang, words in (("en", "The service is unavailable"), ("zh", "服务暂时不可用")):
+            r = anon.post("/ui/login", data={"key": token}, headers={"accept-language": lang})
+            assert r.status_code == 503 and words in r.text, r.text
+            assert "api_keys" not in r.text and "no such table" not in r.text
+    memory.close()

@@ -234,6 +234,20 @@ def test_provider_string_setting_and_a_dead_server_fall_back_to_rules(script) ->
         assert report.calls["extract"].failures == 1
 
 
+def test_a_refused_api_key_is_said_loudly_counted_and_the_rules_still_write(server, script, caplog) -> None:
+    """Before, a wrong key made every call fall back to the rules with one WARNING per call
+    among the others; now it is an ERROR that says what to do, and `usage` counts it."""
+    script["extract"] = [(401, ""), (401, "")]
+    with _memory(server) as memory, caplog.at_level("WARNING", "memstrata.llm"):
+        say(memory, "u-key", "s1", "I live in Berlin.")
+        say(memory, "u-key", "s2", "I work at Siemens.")
+        assert {i.metadata["source"].split(":")[0] for i in memory.list("u-key")} == {"rule"}
+        report = memory.usage("u-key")
+        assert report.errors == {"ProviderAuthError": 2} and report.to_dict()["errors"] == report.errors
+        loud = [r for r in caplog.records if r.levelname == "ERROR" and "refused the API key" in r.message]
+        assert len(loud) == 1 and "offline rules" in loud[0].message  # once, not once per call
+
+
 class BandEmbedder:
     """Texts about Friday and about Monday sit at cosine 0.8: inside the conflict band."""
 

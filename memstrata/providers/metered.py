@@ -6,7 +6,9 @@ failed) in a :class:`ScopedUsageSink` — in practice the main store's ``llm_usa
 table — and a per-user daily budget turns further calls into a recorded ``budget``
 skip. Whatever goes wrong — a :class:`~memstrata.errors.ProviderError` or the budget —
 the caller gets ``None`` and falls back to its offline rules: memory never depends on
-the LLM. The scope is always passed in; nothing is found through ambient state.
+the LLM. A refused API key (:class:`~memstrata.errors.ProviderAuthError`) is no passing
+failure: it is logged at ERROR and counted by error class in the usage report.
+The scope is always passed in; nothing is found through ambient state.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import UTC, datetime
 from datetime import time as dtime
 from typing import Any, Protocol
 
-from ..errors import ProviderError
+from ..errors import ProviderAuthError, ProviderError
 from ..types import Scope, UsageRecord
 from .llm import LLM, Completion
 from .structured import Schema
@@ -29,6 +31,8 @@ log = logging.getLogger("memstrata.llm")
 
 #: The ``error`` of a usage record for a call the daily budget skipped.
 BUDGET = "budget"
+#: A refused API key is logged at ERROR the first time and every this many refusals after.
+AUTH_REPEAT = 100
 
 
 class ScopedUsageSink(Protocol):
@@ -49,6 +53,7 @@ class MeteredLLM:
         self.usage = usage
         self.daily_budget = daily_budget
         self.max_tokens = max_tokens
+        self.auth_failures = 0  # calls the endpoint refused for the key, since this process began
 
     @property
     def source(self) -> str:
@@ -74,6 +79,18 @@ class MeteredLLM:
         try:
             done = self.llm.complete(messages, schema=schema, purpose=purpose,
                                      max_tokens=max_tokens or self.max_tokens)
+        except ProviderAuthError as exc:
+            # not a passing failure: every call will fail until the key is fixed, so it is
+            # said loudly (ERROR, the first time and every AUTH_REPEAT-th after) and counted
+            # (UsageReport.errors, `memstrata usage`); memory goes on with the offline rules
+            self.auth_failures += 1
+            if self.auth_failures % AUTH_REPEAT == 1 or AUTH_REPEAT == 1:
+                log.error("the LLM endpoint refused the API key (%s; %d call(s) refused so far): "
+                          "memory is written by the offline rules until the key is fixed",
+                          exc, self.auth_failures)
+            self._record(scope, purpose, latency=time.monotonic() - started,
+                         error=type(exc).__name__)
+            return None
         except ProviderError as exc:
             log.warning("LLM %s call for %r failed, rules instead: %s", purpose, scope.user_id, exc)
             self._record(scope, purpose, latency=time.monotonic() - started,

@@ -220,6 +220,7 @@ class UsageOut(_Out):
     skipped: dict[str, int]
     writes: dict[str, int]
     actors: dict[str, int]
+    errors: dict[str, int] = {}  # failed LLM calls by error class (ProviderAuthError: a refused key)
 
 
 class DroppedOut(_Out):

@@ -4,13 +4,14 @@ twin, each change a POST with the CSRF token."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
-from ...errors import ValidationError
+from ...errors import AuthenticationError, ValidationError
 from ...requests import ContextRequest, SearchRequest
 from ...stores.base import AuditEntry
 from ..auth import Principal, service
@@ -20,6 +21,8 @@ from .base import HEADERS, STATIC, Ui, UiRoute, anonymous, changing, current, re
 from .erase import Erasure, erase_item, erase_session, plan_item, plan_session
 from .i18n import LANGUAGES
 from .session import COOKIE, SESSION_S, check_origin, open_session
+
+log = logging.getLogger("memstrata.server.ui")
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 
@@ -68,10 +71,15 @@ async def login(request: Request) -> Response:
     ui = Ui(request, svc, None)
     try:
         key = Keys(svc.memory.store).authenticate(form.get("key", "").strip())
-    except Exception as exc:  # shown on the form; the wording is the key checker's own
+    except AuthenticationError as exc:  # shown on the form; the wording is the key checker's own
         return HTMLResponse(ui.render("login.html", title=ui.t("login"),
                                       next=safe_next(form.get("next")), failed=str(exc)),
                             status_code=401, headers=HEADERS)
+    except Exception:  # a visitor who is not signed in learns nothing of the store
+        log.exception("login: the key could not be checked")
+        return HTMLResponse(ui.render("login.html", title=ui.t("login"),
+                                      next=safe_next(form.get("next")), failed=ui.t("unavailable")),
+                            status_code=503, headers=HEADERS)
     request.scope["memstrata.principal"] = Principal(key)  # the login is audited
     target = safe_next(form.get("next"))
     if target == "/ui/":
