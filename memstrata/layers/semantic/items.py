@@ -20,14 +20,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from ...checks import check_count, check_json, check_label
+from ...checks import check_count, check_json, check_label, check_text
 from ...errors import ConflictError, NotFoundError, ValidationError, shown
 from ...retrieval.indexer import Indexer
 from ...stores.base import ItemStore, Lifecycle
 from ...types import ItemVersion, Kind, MemoryItem, Scope, Status, new_id, utcnow
 from .decide import FeedbackConfig, apply_feedback
 
-__all__ = ["ItemWriter", "EDITABLE", "check_changes", "check_text", "check_unit", "new_item"]
+__all__ = ["ItemWriter", "EDITABLE", "check_changes", "check_content", "check_unit", "new_item"]
 
 log = logging.getLogger("memstrata.items")
 
@@ -36,8 +36,9 @@ EDITABLE = ("content", "kind", "subject", "attribute", "value", "confidence", "i
             "status", "tags", "metadata")
 
 
-def check_text(value: Any, what: str, limit: int) -> str:
-    """A non-empty string of at most ``limit`` characters, or ValidationError."""
+def check_content(value: Any, what: str, limit: int) -> str:
+    """A non-empty string of at most ``limit`` characters that can be stored (no lone
+    surrogate: :func:`memstrata.checks.check_text`), or ValidationError."""
     if not isinstance(value, str):
         raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
     if not value.strip():
@@ -45,7 +46,7 @@ def check_text(value: Any, what: str, limit: int) -> str:
     if len(value) > limit:
         raise ValidationError(f"{what} is {len(value):,} characters, over the limit of {limit:,}; "
                               "shorten it or raise the max_message_chars setting")
-    return value
+    return check_text(value, what)
 
 
 def check_unit(value: Any, what: str) -> float:
@@ -78,7 +79,7 @@ def check_changes(changes: Mapping[str, Any], limit: int) -> dict[str, Any]:
         raise ValidationError(f"cannot update {sorted(unknown)}; editable: {', '.join(EDITABLE)}")
     out = dict(changes)
     if "content" in out:
-        out["content"] = check_text(out["content"], "content", limit).strip()
+        out["content"] = check_content(out["content"], "content", limit).strip()
     for key in ("confidence", "importance"):
         if key in out:
             out[key] = check_unit(out[key], key)
