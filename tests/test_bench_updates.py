@@ -64,6 +64,8 @@ def test_a_run_reports_every_metric_beside_the_baselines():
     assert 0.0 <= table["memstrata/all"]["in_context"] <= 1.0
     assert report["ill_formed_items"] >= 0 and 0.0 < report["memory_share"] < 1.0
     assert report["completion_cases"] == sum(h == "held" for _, _, h in COMPLETIONS)
+    for metric in ("preference_hit_rate", "task_resumption"):  # the seeds' measures
+        assert report[metric]["cases"] == 6 and 0.0 <= report[metric]["all"] <= 1.0
 
 
 def test_the_command_prints_the_table_and_writes_json(tmp_path):

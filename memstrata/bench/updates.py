@@ -25,7 +25,9 @@ value, or no hit holds the new value and one holds the old). For memstrata also:
 *current in context* (the new value is in the ``context()`` memories of the question
 asked in a new session, and an old value shown there is labelled as past), *ill-formed
 items* (:func:`ill_formed` over every item the suite wrote), the *memory share* of the
-context's tokens, and the share of todos a stated completion closed.
+context's tokens, and the share of todos a stated completion closed. With every half, the
+seeds' measures of the prompt over their own hand-written cases (:func:`recall_needs`):
+*preference hit rate* and *cross-session task resumption*.
 """
 
 from __future__ import annotations
@@ -441,14 +443,56 @@ def run_updates(*, half: str = "held", store: str | None = None, embedder: str |
             total_todos += 1
             done += not open_todos
             bad_items += [i.content for i in memory.list(user, limit=50) if ill_formed(i.content)]
+        needs = recall_needs(memory, budget=budget, progress=progress, limit=limit)
     table = {group: {metric: round(sum(v) / len(v), 4) for metric, v in metrics.items()} | {
         "cases": len(next(iter(metrics.values())))} for group, metrics in sorted(rows.items())}
-    return {"benchmark": "updates", "half": half, "cases": len(chosen), "k": k,
+    return {"benchmark": "updates", "half": half, "cases": len(chosen), "k": k, **needs,
             "embedder": memory.embedder.name, "table": table,
             "ill_formed_items": len(bad_items), "ill_formed_examples": bad_items[:20],
             "memory_share": round(sum(shares) / len(shares), 4) if shares else 0.0,
             "completions_closed": round(done / total_todos, 4) if total_todos else None,
             "completion_cases": total_todos, "failures": failures}
+
+
+#: The seeds' own measures of the prompt, on cases written apart from the code
+#: (``recall_needs.json``: 60 preferences or constraints said in passing, 40 tasks left
+#: half done, each in English and Chinese): is what a later request depends on — without
+#: naming it — in the ``context()`` that memstrata builds for that request?
+NEEDS = Path(__file__).with_name("recall_needs.json")
+
+
+def recall_needs(memory: Any, *, budget: int = 2000, progress: bool = False,
+                 limit: int | None = None) -> dict[str, Any]:
+    """*Preference hit rate*: a preference, constraint or circumstance said in passing in an
+    early session ("I'm allergic to shellfish") is in the prompt memstrata adds (profile,
+    memories, summary) for a request weeks later that depends on it without naming it
+    ("What should I cook for my date on Friday?"). *Task resumption*: an open step of a
+    task left half done in an earlier session is in the prompt when the user comes back
+    to the task days later ("let's pick up the speech again"). Per language and overall;
+    ``limit`` takes the first N cases of each."""
+    data = json.loads(NEEDS.read_text(encoding="utf-8"))
+    out: dict[str, Any] = {}
+    for part, gap, metric in (("preferences", 30, "preference_hit_rate"),
+                              ("tasks", 3, "task_resumption")):
+        hits: dict[str, list[float]] = defaultdict(list)
+        misses = []
+        for n, case in enumerate(_iter(data[part][: limit or None], progress, part)):
+            user = f"{part}-{n}"
+            _say(memory, user, "s1", case["said"], T0)
+            memory.flush()
+            asked = [{"role": "user", "content": case["request"],
+                      "created_at": (T0 + timedelta(days=gap)).isoformat()}]
+            ctx = memory.context(user, "s2", asked, budget=budget)
+            added = "\n".join(m["content"] for m in ctx.messages if m.get("role") == "system")
+            hit = case["needs"].casefold() in added.casefold()
+            for group in ("all", case["lang"]):
+                hits[group].append(float(hit))
+            if not hit:
+                misses.append({"id": case["id"], "said": case["said"], "request": case["request"]})
+        out[metric] = {g: round(sum(v) / len(v), 4) for g, v in sorted(hits.items())} | {
+            "cases": len(hits["all"])}
+        out[f"{metric}_misses"] = misses
+    return out
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -462,6 +506,12 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append(f"ill-formed items: {report['ill_formed_items']}; memory share of the context's "
                  f"tokens: {report['memory_share']:.3f}; todos closed by a stated completion: "
                  f"{report['completions_closed']} of {report['completion_cases']} cases")
+    for metric, label in (("preference_hit_rate", "preference hit rate"),
+                          ("task_resumption", "cross-session task resumption")):
+        if metric in report:
+            m = report[metric]
+            lines.append(f"{label}: {m['all']:.3f} (en {m.get('en', 0):.3f}, zh {m.get('zh', 0):.3f}) "
+                         f"of {m['cases']} cases")
     return "\n".join(lines)
 
 
