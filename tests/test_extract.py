@@ -231,3 +231,12 @@ def test_repetition_rule_keeps_first_mention_in_session():
     assert screen(second, config, earlier=first).long_term == second
     todo = extract_text("remind me to call mom")
     assert screen(todo, config).long_term == todo
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Dr. Patel left the practice, so I've been assigned to Dr. Okafor. Seems nice enough.",
+     "User has been assigned to Dr. Okafor"),
+    ("I live on Baker St. in London.", "User lives on Baker St. in London"),
+])
+def test_a_title_or_an_abbreviation_ends_no_sentence(text, expected):
+    assert expected in [c.content for c in extract_text(text)]

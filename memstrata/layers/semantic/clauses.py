@@ -109,7 +109,12 @@ _SUBJECTLESS_ZH = re.compile(
     r"^(?:做|常用|主要|平时|一般|现在|目前|已经|最近|刚刚?|正在|住在|喜欢|爱|想|要|打算|准备|每天|周末|"
     r"很|挺|不再|不|没|去|也|还|一直|换成|改用|搬到|在|对|吃|喝|从|基本)")
 
-_SPLIT = re.compile(r"(?<=[。！？；\n])\s*|(?<=[.!?;])(?:\s+|$)")
+#: a full stop after a title or a common abbreviation ends no sentence: "I've been assigned to
+#: Dr. Okafor" is one sentence, not "…assigned to Dr" and "Okafor"
+_ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Mx", "Prof", "St", "Jr", "Sr", "Mt", "vs", "etc", "approx",
+                  "Inc", "Ltd", "Ave", "Rd")
+_NOT_AN_END = "".join(rf"(?<!\b{a}\.)" for a in _ABBREVIATIONS) + r"(?<!\be\.g\.)(?<!\bi\.e\.)"
+_SPLIT = re.compile(r"(?<=[。！？；\n])\s*|(?<=[.!?;])" + _NOT_AN_END + r"(?:\s+|$)")
 _SPLIT_EN = re.compile(r",?\s+(?:and|but|so|because|though|although|while)\s+(?=(?:i|my|we|he|she)\b)"
                        r"|,\s+(?=(?:i|my|we)\b)", re.I)
 _SPLIT_ZH = re.compile(r"[，,]\s*(?=(?:我|他|她|其|但|不过|而且|所以|现在|已经|不是|是|常用|主要|平时|"
