@@ -359,8 +359,8 @@ class UserMemory:
         again stores no session twice, and only the turns not indexed yet are indexed —
         their vectors committed batch by batch in the embedding cache, so nothing an
         interrupted run embedded is embedded again. With ``extract`` each session also
-        gets an extraction job (off by default: imports are often benchmarks of
-        raw-turn retrieval).
+        gets an extraction job, queued once the turns are indexed (off by default:
+        imports are often benchmarks of raw-turn retrieval).
         """
         if isinstance(sessions, (str, bytes, Mapping)) or not isinstance(sessions, Iterable):
             raise ValidationError("sessions must be a list of dicts like {'session_id': ..., "
@@ -378,10 +378,27 @@ class UserMemory:
                               _timed(session["messages"]))
             keyed.append((session["messages"], sid, key))
         with m.store.transaction():
-            results = [self.add(messages, sid, index=False, extract=extract, idempotency_key=key)
+            results = [self.add(messages, sid, index=False, extract=False, idempotency_key=key)
                        for messages, sid, key in keyed]
         self._index_imported(results, progress)
+        if extract and m.settings.extraction != "off" and not m.session_manager.sessions.hot_log:
+            self._enqueue_imported(results)
         return results
+
+    def _enqueue_imported(self, results: Sequence[AddResult]) -> None:
+        """The imported sessions' extraction jobs, queued once their turns are indexed (a
+        job queued with the turns would be run while the import still embeds them, and
+        embed them a second time); a session that has its job from an earlier run of the
+        same import does not get another."""
+        m = self.memory
+        queued = {(j.payload.get("session_id"), j.payload.get("from_seq"), j.payload.get("to_seq"))
+                  for j in m.store.list_jobs(self.scope, limit=10**6) if j.kind == "extract"}
+        with m.store.transaction():
+            for r in results:
+                span = (r.session_id, r.messages[0].seq, r.messages[-1].seq) if r.messages else None
+                if span is not None and span not in queued:
+                    m.enqueue_extract(self.scope, *span)
+        m.wake_worker()
 
     def _index_imported(self, results: Sequence[AddResult], progress: bool) -> None:
         """Index the imported turns not indexed yet: first their vectors, embedded across
