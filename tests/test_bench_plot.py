@@ -103,10 +103,10 @@ def test_missing_results_skip_their_charts_and_none_is_an_error(tmp_path):
 def test_a_malformed_results_file_is_named(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "updates_unseen.json").write_text(json.dumps({"benchmark": "updates"}))
+    (bad / "updates_unseen2.json").write_text(json.dumps({"benchmark": "updates"}))
     result = _plot(bad, tmp_path / "out")
-    assert result.exit_code == 1 and "updates_unseen.json has no table" in result.output
-    (bad / "updates_unseen.json").write_text("{not json")
+    assert result.exit_code == 1 and "updates_unseen2.json has no table" in result.output
+    (bad / "updates_unseen2.json").write_text("{not json")
     result = _plot(bad, tmp_path / "out")
     assert result.exit_code == 1 and "cannot read results file" in result.output
 
