@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 Language = Literal["zh", "en"]
 
-__all__ = ["tokenize", "analyze", "is_cjk_text", "detect_language", "Language", "STOP_WORDS",
+__all__ = ["tokenize", "analyze", "is_cjk_text", "pos_tags", "detect_language", "Language", "STOP_WORDS",
            "clip"]
 
 _RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[0-9A-Za-z\u00c0-\u024f]+(?:'[a-z]+)?")
@@ -70,6 +70,15 @@ def _get_jieba() -> Any:
                 jieba.initialize()
                 _jieba = jieba
     return _jieba
+
+
+def pos_tags(text: str) -> list[tuple[str, str]]:
+    """Chinese words with jieba's part-of-speech tags (``ns`` a place, ``nr`` a person's
+    name, ``n`` a noun…), jieba set up once for all threads."""
+    _get_jieba()
+    import jieba.posseg
+
+    return [(w, f) for w, f in jieba.posseg.cut(text)]
 
 
 @lru_cache(maxsize=1)

@@ -307,3 +307,20 @@ def test_a_request_that_depends_on_where_the_user_lives_gets_the_current_city(e5
     assert new in profile and old not in profile, profile
     assert ("Facts as of now" if lang == "en" else "目前情况") in profile
 
+
+
+@pytest.mark.parametrize("lang, moved, other, new", [
+    ("en", "We moved to Shanghai last month, new apartment in Pudong.",
+     "Honestly I barely drive my Corolla anymore, I take the metro everywhere now.", "Shanghai"),
+    ("zh", "我们上个月搬到厦门了。", "我现在基本不开车了，出门都坐地铁。", "厦门"),
+])
+def test_a_change_of_something_else_does_not_end_where_the_user_lives(e5, lang, moved, other, new):
+    """A new-user walk found it: the metro sentence (a change, said by meaning close to
+    living somewhere) ended "User lives in Shanghai", and the move turn was shown as past."""
+    user = f"metro-{lang}"
+    say(e5, user, "s1", moved, at=OLD)
+    say(e5, user, "s2", other, at=NEW)
+    current = [i.content for i in e5.list(user) if i.attribute == "city"]
+    assert current and new in current[0], [(i.status.value, i.content) for i in e5.list(
+        user, filters={"statuses": ["active", "superseded"]})]
+    assert new in e5.profile(user).facts[0]

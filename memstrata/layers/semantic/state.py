@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memstrata.providers.embedders import Embedder
-from memstrata.text import is_cjk_text
+from memstrata.text import is_cjk_text, pos_tags
 from memstrata.types import Kind, MemoryItem
 
 from .clauses import sentences
@@ -363,7 +363,8 @@ class SlotMatcher:
             if mine_a & theirs_a and z >= self.anchored_z:
                 return Slotted(item, "state.anchor", z)
             nxt = scored[rank + 1][0] if rank + 1 < len(scored) else -1e9
-            if rank == 0 and z >= self.min_z and z - nxt >= self.margin:
+            if rank == 0 and z >= self.min_z and z - nxt >= self.margin \
+                    and value_type_agrees(cand.content, item):
                 return Slotted(item, "state.slot", z)
         return None
 
@@ -378,6 +379,30 @@ class SlotMatcher:
         z, best = scored[0]
         nxt = scored[1][0] if len(scored) > 1 else -1e9
         return best if z >= self.min_z and z - nxt >= self.margin else None
+
+
+#: what a new value of a typed slot is: a place for where one lives or comes from, a
+#: number for an age, a name for a name
+_TYPED_SLOTS = {"city": "place", "hometown": "place", "age": "number", "name": "name"}
+_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b(?!User\b|I\b)[A-Z][a-z]")
+
+
+def value_type_agrees(text: str, item: MemoryItem) -> bool:
+    """Whether ``text`` holds a value of the type the stored fact's slot takes: a
+    statement that names no place cannot say where the user lives now ("I barely drive my
+    Corolla anymore, I take the metro everywhere now" ended "User lives in Shanghai" by
+    meaning alone), one with no number cannot be a new age. Places and names are read by
+    jieba's part-of-speech tags in Chinese (``ns``, ``nr``) and by a capital letter inside
+    an English sentence; slots without a type (a job, a habit) always agree."""
+    kind = _TYPED_SLOTS.get(item.attribute or "")
+    if kind is None:
+        return True
+    if kind == "number":
+        return bool(_numbers(text) or quantities(text))
+    if is_cjk_text(text):
+        want = "ns" if kind == "place" else "nr"
+        return any(flag.startswith(want) for _, flag in pos_tags(text))
+    return bool(_CAPITALISED.search(text))
 
 
 def _structured_apart(cand: Candidate, item: MemoryItem) -> bool:
