@@ -31,7 +31,7 @@ from ..types import Filters, Layer, Scope
 from .common import SYSTEMS, search_as, bench_memory
 from .embedding_cache import DiskCachedEmbedder
 
-__all__ = ["run_longmemeval", "parse_date"]
+__all__ = ["run_longmemeval", "parse_date", "haystack_sessions"]
 
 _DATE = re.compile(r"(\d{4})/(\d{2})/(\d{2})\D+(\d{2}):(\d{2})")
 
@@ -49,10 +49,8 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
-def _import(memory: Any, user: str, q: dict[str, Any], *, extract: bool = False,
-            ) -> tuple[dict[str, str], set[str]]:
-    """Import one question's haystack as ``user``: ``(session of each turn id, the ids of
-    the has_answer turns)``; ``extract`` queues an extraction job per session."""
+def haystack_sessions(q: dict[str, Any]) -> list[dict[str, Any]]:
+    """One question's haystack as import sessions, each turn with its session's date."""
     sessions = []
     for sid, date, turns in zip(q["haystack_session_ids"], q["haystack_dates"],
                                 q["haystack_sessions"]):
@@ -62,7 +60,14 @@ def _import(memory: Any, user: str, q: dict[str, Any], *, extract: bool = False,
              "created_at": start + timedelta(seconds=i),
              "metadata": {"has_answer": bool(t.get("has_answer"))}}
             for i, t in enumerate(turns) if t["role"] in ("user", "assistant")]})
-    results = memory.import_conversation(sessions, user, progress=False, extract=extract)
+    return sessions
+
+
+def _import(memory: Any, user: str, q: dict[str, Any], *, extract: bool = False,
+            ) -> tuple[dict[str, str], set[str]]:
+    """Import one question's haystack as ``user``: ``(session of each turn id, the ids of
+    the has_answer turns)``; ``extract`` queues an extraction job per session."""
+    results = memory.import_conversation(haystack_sessions(q), user, progress=False, extract=extract)
     return ({m.id: r.session_id for r in results for m in r.messages},
             {m.id for r in results for m in r.messages if m.metadata.get("has_answer")})
 

@@ -24,8 +24,8 @@ def _ks(value: str) -> list[int]:
 
 @click.group()
 def bench() -> None:
-    """Benchmarks: retrieval recall on LoCoMo and MemDaily, the knowledge base, search latency,
-    hostile inputs."""
+    """Benchmarks: retrieval recall on LoCoMo and MemDaily, end-to-end answers (qa), the
+    knowledge base, search latency, hostile inputs."""
 
 
 def _inversions(report: dict) -> str:
@@ -218,6 +218,10 @@ def kb_bench(datas, strategies, docs, embedding_cache, store, embedder, limit, j
 from .extraction import extraction  # noqa: E402  (its own module, registered here)
 
 bench.add_command(extraction)
+
+from .bench_qa import qa  # noqa: E402  (its own module, registered here)
+
+bench.add_command(qa)
 
 
 @bench.command()
