@@ -46,10 +46,8 @@ needs_llama = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def server():
-    with LocalLLMServer(n_ctx=2048, extra_args=("--n_threads", "2")) as running:
-        yield running
-    assert not running.running
+def server(local_llm):
+    return local_llm  # conftest.py: SmolLM2 in llama.cpp's server, once per module
 
 
 @needs_llama
