@@ -28,7 +28,7 @@ def test_help_everywhere(run):
                     "update", "forget", "forget-user", "profile"):
         assert command in out.output
         assert run(command, "--help").exit_code == 0
-    for sub in ("locomo", "memdaily", "latency", "chat", "longmemeval", "hostile"):
+    for sub in ("locomo", "memdaily", "latency", "chat", "longmemeval", "hostile", "qa"):
         assert run("bench", sub, "--help").exit_code == 0
 
 

@@ -15,10 +15,10 @@ MemDaily's answers are one of four choices and are graded without a judge (the l
 against ``ground_truth``); LoCoMo's and LongMemEval's by a judge model with the published
 judge prompts (:mod:`.qa_grading`). Tokens per question are the API's own usage counts.
 
-Everything lives under ``workdir``: the store the conversations are imported into (once),
-``answers.jsonl`` (one row per question and system, appended as it is graded: a rerun
-skips what is done, and a run stopped halfway resumes) and ``llm-cache.db`` (answers by
-request hash: the same request is never sent twice). Rows of a different configuration
+Everything lives under ``workdir``: the store the conversations are imported into (once,
+one store per embedder), ``answers.jsonl`` (one row per question and system, appended as
+it is graded: a rerun skips what is done, and a run stopped halfway resumes) and
+``llm-cache.db`` (answers by request hash: the same request is never sent twice). Rows of a different configuration
 (reader, judge, budget, window, embedder) are kept but not counted.
 """
 
@@ -268,9 +268,10 @@ def run_qa(data: str | Path, workdir: str | Path, *, reader: CachedChat, judge: 
     if pending:
         for endpoint in {(c.base_url, c.model): c for c in (reader, judge)}.values():
             endpoint.check()
-        imported_path = work / "imported.json"
+        name = _slug(embedder_name)  # a store per embedder, and the users imported into it
+        imported_path = work / f"imported-{name}.json"
         imported = set(json.loads(imported_path.read_text())) if imported_path.exists() else set()
-        store = f"sqlite:///{work / ('store-' + _slug(embedder_name) + '.db')}"
+        store = f"sqlite:///{work / f'store-{name}.db'}"
         with bench_memory(store, embedder) as memory, results_path.open("a") as out:
             for dataset in datasets:
                 todo = [q for q in pending if q.dataset == dataset]
