@@ -18,8 +18,8 @@ judge prompts (:mod:`.qa_grading`). Tokens per question are the API's own usage 
 Everything lives under ``workdir``: the store the conversations are imported into (once,
 one store per embedder), ``answers.jsonl`` (one row per question and system, appended as
 it is graded: a rerun skips what is done, and a run stopped halfway resumes) and
-``llm-cache.db`` (answers by request hash: the same request is never sent twice). Rows of a different configuration
-(reader, judge, budget, window, embedder) are kept but not counted.
+``llm-cache.db`` (answers by request hash: the same request is never sent twice). Rows of a
+different configuration (reader, judge, budget, window, embedder) are kept but not counted.
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ from tqdm import tqdm
 
 from ..errors import ConfigError, ProviderError
 from ..tokens import count_messages, estimate_tokens
+from ..providers.embedders import parse_embedder
 from .common import bench_memory
+from .embedding_cache import DiskCachedEmbedder
 from .locomo import CATEGORIES, conversation_sessions, load_locomo
 from .longmemeval import haystack_sessions
 from .memdaily import load_memdaily, parse_time
@@ -250,8 +252,11 @@ def _slug(text: str) -> str:
 def run_qa(data: str | Path, workdir: str | Path, *, reader: CachedChat, judge: CachedChat,
            datasets: list[str], limit: int | None = None, embedder: str | None = None,
            budget: int = 1500, window: int = 2048, answer_tokens: int = 64, k: int = 25,
-           price_in: float = 0.0, price_out: float = 0.0, progress: bool = True) -> dict[str, Any]:
-    """Answer, grade and summarise; see the module docstring."""
+           price_in: float = 0.0, price_out: float = 0.0, embedding_cache: str | Path | None = None,
+           progress: bool = True) -> dict[str, Any]:
+    """Answer, grade and summarise; see the module docstring. ``embedding_cache`` (an SQLite
+    file, :class:`~.embedding_cache.DiskCachedEmbedder`) keeps the import's vectors across
+    workdirs."""
     if budget + answer_tokens > window:
         raise ConfigError(f"--budget {budget} plus --answer-tokens {answer_tokens} do not fit in "
                           f"--reader-window {window}: lower the budget or give the model's real window")
@@ -272,7 +277,9 @@ def run_qa(data: str | Path, workdir: str | Path, *, reader: CachedChat, judge: 
         imported_path = work / f"imported-{name}.json"
         imported = set(json.loads(imported_path.read_text())) if imported_path.exists() else set()
         store = f"sqlite:///{work / f'store-{name}.db'}"
-        with bench_memory(store, embedder) as memory, results_path.open("a") as out:
+        cached = DiskCachedEmbedder(parse_embedder(embedder), embedding_cache) \
+            if embedding_cache else None
+        with bench_memory(store, cached or embedder) as memory, results_path.open("a") as out:
             for dataset in datasets:
                 todo = [q for q in pending if q.dataset == dataset]
                 for q in tqdm(todo, desc=f"qa {dataset}", unit="q", disable=not progress):
@@ -295,6 +302,8 @@ def run_qa(data: str | Path, workdir: str | Path, *, reader: CachedChat, judge: 
                         rows[(q.dataset, q.qid, system)] = row
                         out.write(json.dumps(row, ensure_ascii=False) + "\n")
                         out.flush()
+        if cached is not None:
+            cached.close()
     done = [rows[(q.dataset, q.qid, s)] for q in questions for s in QA_SYSTEMS]
     return {"benchmark": "qa", "data": str(data), "workdir": str(work), "config": asdict(cfg),
             "config_id": cfg.id, "reader_url": reader.base_url, "judge_url": judge.base_url,

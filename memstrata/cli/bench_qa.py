@@ -48,6 +48,8 @@ _LOCAL = "http://127.0.0.1:8080/v1"
 @click.option("--price-out", type=float, default=0.0, show_default=True,
               help="Price per million completion tokens.")
 @click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")
+@click.option("--embedding-cache", default=None, type=click.Path(dir_okay=False),
+              help="SQLite file of vectors kept across runs (same scores, no re-embedding).")
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
               help="Seconds to wait for one answer.")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False),
@@ -55,7 +57,7 @@ _LOCAL = "http://127.0.0.1:8080/v1"
 @handle_errors
 def qa(data, workdir, datasets, limit, reader_url, reader_model, reader_key_env, judge_url,
        judge_model, judge_key_env, reader_window, budget, answer_tokens, price_in, price_out,
-       embedder, timeout_s, json_out) -> None:
+       embedder, embedding_cache, timeout_s, json_out) -> None:
     """End-to-end answer accuracy on the LoCoMo, LongMemEval_S and MemDaily dev halves: the
     reader answers with memstrata's context() block, with the whole conversation (cut to its
     window) and with no memory; MemDaily's four choices are graded by exact match, LoCoMo and
@@ -86,7 +88,8 @@ def qa(data, workdir, datasets, limit, reader_url, reader_model, reader_key_env,
     try:
         report = run_qa(data, workdir, reader=reader, judge=judge, datasets=names, limit=limit,
                         embedder=embedder, budget=budget, window=reader_window,
-                        answer_tokens=answer_tokens, price_in=price_in, price_out=price_out)
+                        answer_tokens=answer_tokens, price_in=price_in, price_out=price_out,
+                        embedding_cache=embedding_cache)
     finally:
         reader.close()
         if judge is not reader:
