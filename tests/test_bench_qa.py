@@ -162,7 +162,9 @@ def test_unreachable_endpoint_is_one_line(tmp_path):
     assert "Traceback" not in result.output
     for args, message in ((["--reader-url", "localhost:8080"], "not an http(s) base URL"),
                           (["--datasets", "squad"], "unknown dataset 'squad'"),
-                          (["--budget", "4000"], "do not fit in --reader-window 2048")):
+                          (["--budget", "4000"], "do not fit in --reader-window 2048"),
+                          (["--limit", "0"], "must be at least 1"),
+                          (["--limit", "locomo=ten"], "use N or dataset=N")):
         result = _qa("--workdir", str(tmp_path), *args)
         assert result.exit_code != 0 and message in result.output, result.output
 

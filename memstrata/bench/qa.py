@@ -154,11 +154,13 @@ _LOADERS: dict[str, Callable[[Path, int | None], list[Question]]] = {
     "locomo": _locomo, "longmemeval": _longmemeval, "memdaily": _memdaily}
 
 
-def load_questions(data: str | Path, datasets: list[str], limit: int | None) -> list[Question]:
-    """The questions of ``datasets`` (``limit`` per dataset, evenly spaced) from the
-    bench-data directory ``data``."""
+def load_questions(data: str | Path, datasets: list[str],
+                   limit: int | dict[str, int] | None) -> list[Question]:
+    """The questions of ``datasets`` (``limit`` per dataset, or ``{dataset: limit}``; evenly
+    spaced) from the bench-data directory ``data``."""
     out = []
     for name in datasets:
+        cap = limit.get(name) if isinstance(limit, dict) else limit
         if name not in _LOADERS:
             raise ConfigError(f"unknown dataset {name!r}: use {', '.join(_LOADERS)}")
         path = Path(data) / DATASETS[name]
@@ -166,7 +168,7 @@ def load_questions(data: str | Path, datasets: list[str], limit: int | None) -> 
             raise ConfigError(f"{path} is missing: --data is the bench-data directory "
                               f"(with {', '.join(DATASETS.values())})")
         try:
-            out += _LOADERS[name](path, limit)
+            out += _LOADERS[name](path, cap)
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path} does not look like {name} data ({exc})") from exc
     return out
@@ -250,7 +252,8 @@ def _slug(text: str) -> str:
 
 
 def run_qa(data: str | Path, workdir: str | Path, *, reader: CachedChat, judge: CachedChat,
-           datasets: list[str], limit: int | None = None, embedder: str | None = None,
+           datasets: list[str], limit: int | dict[str, int] | None = None,
+           embedder: str | None = None,
            budget: int = 1500, window: int = 2048, answer_tokens: int = 64, k: int = 25,
            price_in: float = 0.0, price_out: float = 0.0, embedding_cache: str | Path | None = None,
            progress: bool = True) -> dict[str, Any]:

@@ -15,6 +15,27 @@ __all__ = ["qa"]
 _LOCAL = "http://127.0.0.1:8080/v1"
 
 
+def _limits(text: str | None) -> int | dict[str, int] | None:
+    """``--limit``: ``N`` or ``dataset=N,...``."""
+    if text is None:
+        return None
+    limits: int | dict[str, int]
+    try:
+        if "=" not in text:
+            limits = int(text)
+            values = [limits]
+        else:
+            pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
+            per = {name.strip(): int(n) for name, n in pairs}
+            limits, values = per, list(per.values())
+    except ValueError:
+        raise click.BadParameter("use N or dataset=N,... (e.g. locomo=10,memdaily=10)",
+                                 param_hint="--limit") from None
+    if not values or min(values) < 1:
+        raise click.BadParameter("must be at least 1", param_hint="--limit")
+    return limits
+
+
 @click.command()
 @click.option("--data", required=True, type=click.Path(exists=True, file_okay=False),
               help="The bench-data directory (locomo/, longmemeval/, memdaily/ under it).")
@@ -23,8 +44,9 @@ _LOCAL = "http://127.0.0.1:8080/v1"
                    "what is done) and llm-cache.db (answers by request hash) are kept.")
 @click.option("--datasets", default="locomo,longmemeval,memdaily", show_default=True,
               help="Comma-separated: locomo, longmemeval, memdaily.")
-@click.option("--limit", type=int, default=None,
-              help="Questions per dataset, evenly spaced (default: all of the dev half).")
+@click.option("--limit", default=None,
+              help="Questions per dataset, evenly spaced: N for each, or per dataset, e.g. "
+                   "locomo=10,longmemeval=3,memdaily=10 (default: all of the dev half).")
 @click.option("--reader-url", default=_LOCAL, show_default=True,
               help="OpenAI-compatible base URL of the model that answers (default: the local "
                    "model of `memstrata llm serve`).")
@@ -67,8 +89,7 @@ def qa(data, workdir, datasets, limit, reader_url, reader_model, reader_key_env,
     from ..bench.qa_llm import CachedChat
 
     names = [n.strip() for n in datasets.split(",") if n.strip()]
-    if limit is not None and limit < 1:
-        raise click.BadParameter("must be at least 1", param_hint="--limit")
+    limits = _limits(limit)
     for value, hint in ((reader_window, "--reader-window"), (budget, "--budget"),
                         (answer_tokens, "--answer-tokens")):
         if value < 1:
@@ -86,7 +107,7 @@ def qa(data, workdir, datasets, limit, reader_url, reader_model, reader_key_env,
         api_key=os.environ.get(judge_key_env) or None, cache=cache, api_key_env=judge_key_env,
         timeout_s=timeout_s)
     try:
-        report = run_qa(data, workdir, reader=reader, judge=judge, datasets=names, limit=limit,
+        report = run_qa(data, workdir, reader=reader, judge=judge, datasets=names, limit=limits,
                         embedder=embedder, budget=budget, window=reader_window,
                         answer_tokens=answer_tokens, price_in=price_in, price_out=price_out,
                         embedding_cache=embedding_cache)
