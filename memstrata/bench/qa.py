@@ -47,7 +47,7 @@ from .memdaily import load_memdaily, parse_time
 from .qa_grading import (JUDGE_MAX_TOKENS, as_text, choice_prompt, fit_conversation,
                          locomo_judge_messages, longmemeval_judge_messages, parse_choice,
                          parse_locomo_label, parse_longmemeval_label, reader_system)
-from .qa_llm import CachedChat, ContextOverflow
+from .qa_llm import Answer, CachedChat, ContextOverflow
 
 __all__ = ["Question", "QA_SYSTEMS", "DATASETS", "QAConfig", "load_questions", "run_qa",
            "render", "evenly"]
@@ -201,7 +201,7 @@ def _reader_messages(system: str, q: Question, cfg: QAConfig, scale: float, memo
 
 
 def _answer(system: str, q: Question, cfg: QAConfig, reader: CachedChat,
-            memory: Any) -> tuple[Any, dict[str, Any]]:
+            memory: Any) -> tuple[Answer, dict[str, Any]]:
     scale = 1.0
     for _ in range(4):
         messages, info = _reader_messages(system, q, cfg, scale, memory)
