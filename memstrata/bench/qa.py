@@ -370,6 +370,9 @@ def render(report: dict[str, Any]) -> str:
         for name, s in systems.items():
             if name == "memstrata":
                 saw = f"context() at {cfg['budget']:,} tokens: {s['memory_tokens']:,.0f} memory tokens / q"
+            elif name == "full-context" and s["lines_kept_share"] >= 1.0:
+                saw = (f"the whole conversation (~{s['conversation_tokens']:,.0f} tokens), within "
+                       f"the {cfg['window']:,}-token window")
             elif name == "full-context":
                 saw = (f"the newest {s['lines_kept_share']:.0%} of the conversation's lines "
                        f"(~{s['conversation_tokens']:,.0f} tokens), cut to the "
