@@ -528,11 +528,6 @@ class ScoreParts:
     boost: float = 1.0  # speaker boost: the query names this turn's speaker
     role_weight: float = 1.0  # assistant turns and bare questions weigh less (docs/retrieval.md)
     rerank: float | None = None  # the reranker's score, when one reordered the best hits
-    #: the fused relevance that ordered the candidate (before recency, role and speaker)
-    relevance: float | None = None
-    #: what ordered the hit: ``relevance`` through the preset, times role weight and boost;
-    #: the hit's score is the calibrated probability of it (docs/retrieval.md)
-    value: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -364,8 +364,9 @@ def test_the_knowledge_base_over_http(tmp_path) -> None:
 
 
 def test_search_ranks_chunks_as_the_hybrid_engine_ranks_them(memory) -> None:
-    """kb.search orders chunks as the engine (Memory.search) orders them, and shows the
-    scores in that order (the score is the order, issue P16)."""
+    """kb.search orders chunks by the engine's fusion order (as Memory.search does), not by
+    the calibrated score: that score says how well a chunk matches, for min_score, and
+    re-sorting by it cost COVID-QA dev chunk Hit@5 0.844 -> 0.824 (docs/benchmarks.md)."""
     sentences = [
         "The router restarts with its factory settings after a long press of the reset button.",
         "Hold the reset button for ten seconds; the lights blink twice.",
@@ -382,14 +383,16 @@ def test_search_ranks_chunks_as_the_hybrid_engine_ranks_them(memory) -> None:
         memory.kb.add_text(text, doc_id=f"d{i}", title=f"Note {i}")
     engine = memory.knowledge_base
     scope = memory.kb.shared_scope
+    differ = 0
     for query in ("how do I reset the router", "router restarts", "who pays the shipping for returns",
                   "退货运费谁承担", "Wi-Fi password label", "reset button lights blink"):
         hits = memory.kb.search(query, k=5, expand=False)
         found = engine.retriever.search(scope, SearchRequest(query, k=5, scoring="relevance"),
                                         touch=False, split=False)
         assert [h.id for h in hits] == [h.id for h in found.hits], query
-        assert [h.score for h in hits] == [h.score for h in found.hits], query
-        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True), query
+        differ += [h.id for h in hits] != sorted((h.id for h in hits),
+                                                  key=lambda i: -next(x.score for x in hits if x.id == i))
+    assert differ  # the calibrated score alone would order some of these differently
 
 
 @pytest.mark.parametrize("iso, ctx, query, space", [
@@ -425,10 +428,6 @@ def test_a_chunk_whose_neighbour_matches_outranks_an_isolated_equal_match(tmp_pa
             hits = m.kb.search(query, k=3, expand=False)
             ranked[weight] = [(h.doc_id, h.chunk.ordinal) for h in hits]
             scores = {(h.doc_id, h.chunk.ordinal): h.score for h in hits}
-            assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-            if weight == 0.0:
-                assert scores[("iso", 0)] > scores[("ctx", 2)]  # the isolated match scores higher
-            else:  # lifted above it by its neighbour, ctx 2 leaves it at most its own score
-                assert scores[("iso", 0)] == scores[("ctx", 2)]
+            assert scores[("iso", 0)] > scores[("ctx", 2)]  # the isolated match scores higher
     assert ranked[0.0][:2] == [("iso", 0), ("ctx", 2)]
     assert ranked[0.5][:2] == [("ctx", 2), ("iso", 0)]

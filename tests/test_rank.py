@@ -107,30 +107,3 @@ def test_the_feature_matrix_is_the_features_of_each_candidate():
         assert [o[0] for o in owners] == [o[0] for o in same] == ["a", "b", "c", "i", "i"]
         assert matrix.shape == (5, len(FEATURES))
         assert np.allclose(matrix, np.array([features(r) for r in rows]))
-
-
-def test_the_score_map_is_monotone_and_capped_keeps_a_list_in_order():
-    from memstrata.retrieval.rank import ScoreMap, capped, default_score_map, fit_score_map
-
-    shipped = default_score_map()
-    values = [0.0, 1e-6, 0.01, 0.07, 0.2, 0.5, 0.9, 1.1]
-    probs = [shipped(v) for v in values]
-    assert probs[0] == 0.0 and all(a < b for a, b in zip(probs[1:], probs[2:]))
-    assert all(0.0 <= p < 1.0 for p in probs)
-    assert list(shipped.many(np.array(values))) == pytest.approx(probs)
-    with pytest.raises(ConfigError):
-        ScoreMap(0.0, -1.0)
-    # Platt scaling recovers a rate that rises with the value
-    rng = np.random.default_rng(0)
-    v = rng.uniform(0.01, 1.0, 4000)
-    y = (rng.uniform(size=v.size) < v ** 2).astype(int)
-    fitted = fit_score_map(v, y)
-    assert fitted.b > 0 and fitted(0.9) > 0.6 and fitted(0.1) < 0.1
-    assert capped([0.5, 0.7, 0.2, 0.3, 0.1]) == [0.5, 0.5, 0.2, 0.2, 0.1]
-    # the ordering value needs both kinds of evidence: first of a pool says nothing alone
-    alone = Fused("a", similarity=0.002, dense=0.002, lexical=None, dense_rank=1,
-                  lexical_rank=None, order=1.0)
-    matched = Fused("b", similarity=0.4, dense=0.4, lexical=0.4, dense_rank=2, lexical_rank=2,
-                    order=0.8)
-    assert alone.value < 0.05 < matched.value
-    assert shipped(alone.value) < 0.001

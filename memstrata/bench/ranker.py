@@ -39,8 +39,8 @@ from ..memory import Memory
 from ..providers.embedders import parse_embedder
 from ..requests import SearchRequest
 from ..retrieval.documents import dialogue_query
-from ..retrieval.rank import (FEATURES, RANKER_FILE, SCORE_MAP_FILE, Ranker,
-                              expected_calibration_error, fit, fit_score_map, reliability)
+from ..retrieval.rank import (FEATURES, RANKER_FILE, Ranker, expected_calibration_error, fit,
+                              reliability)
 from ..types import Filters, Layer, Scope
 from .chat import chat_sessions
 from .common import search_as
@@ -187,10 +187,6 @@ def collect(data: str | Path, workdir: str | Path, *, datasets: tuple[str, ...] 
         id_file = work / f"{name}.ids.json"
         ids: dict[str, Any] = json.loads(id_file.read_text()) if id_file.exists() else {}
         x: list[list[float]] = []
-        extra: list[list[float]] = []  # the fused row's calibrated similarity and order value
-        hit_v: list[float] = []  # per hit shown (top 10): the value that ordered it
-        hit_y: list[int] = []
-        hit_q: list[int] = []
         y: list[int] = []
         hit_keys: list[str] = []  # the gold keys a row stands for ("|"-joined; an item may hold two)
         qid: list[int] = []
@@ -212,41 +208,31 @@ def collect(data: str | Path, workdir: str | Path, *, datasets: tuple[str, ...] 
                 vector = memory.embedder.embed([q.request.query], kind="query")[0] \
                     if not q.request.recent else None
                 rows: list[tuple[str, list[float]]] = []
-                shown = search_as(memory.retriever, "memstrata", scope, q.request,
-                                  query_vector=vector, touch=False, collect=rows).hits
-                for h in shown:  # what the search shows: the ordering value and the label
-                    hit_v.append(h.parts.value if h.parts.value is not None else h.score)
-                    hit_y.append(int(any(k in q.gold for i in h.ids for k in q.keys(i))))
-                    hit_q.append(len(groups))
+                search_as(memory.retriever, "memstrata", scope, q.request, query_vector=vector,
+                          touch=False, collect=rows)
                 best: dict[str, list[float]] = {}
                 for doc_id, feats in rows:  # a compound query: the doc's first question
                     best.setdefault(doc_id, feats)
                 for doc_id, feats in best.items():
-                    x.append(feats[:len(FEATURES)])
-                    extra.append(feats[len(FEATURES):])
+                    x.append(feats)
                     found = sorted(k for k in q.keys(doc_id) if k in q.gold)
                     y.append(int(bool(found)))
                     hit_keys.append("|".join(found))
                     qid.append(len(groups))
-                ranked_shown = [k for h in shown for i in h.ids for k in q.keys(i)]
-                searched = [_recall(ranked_shown, q.gold, 5), _recall(ranked_shown, q.gold, 10)]
                 recalls = []
                 for system in ("bm25", "dense"):
                     hits = search_as(memory.retriever, system, scope, q.request,
                                      query_vector=vector, touch=False).hits
                     ranked = [k for h in hits for i in h.ids for k in q.keys(i)]
                     recalls += [_recall(ranked, q.gold, 5), _recall(ranked, q.gold, 10)]
-                base.append(recalls + searched)  # bm25 @5 @10, dense @5 @10, the search @5 @10
+                base.append(recalls)
                 groups.append(q.group)
                 gold_n.append(len(q.gold))
                 if progress and len(groups) % 100 == 0:
                     print(f"  {name}: {len(groups)} questions", flush=True)
             id_file.write_text(json.dumps(ids))
         arrays: dict[str, np.ndarray] = {"x": np.asarray(x, dtype=np.float64).reshape(-1, len(FEATURES)),
-                  "fused": np.asarray(extra, dtype=np.float64).reshape(-1, 2),
-                  "y": np.asarray(y, dtype=np.int8),
-                  "hit_v": np.asarray(hit_v, dtype=np.float64), "hit_y": np.asarray(hit_y, dtype=np.int8),
-                  "hit_q": np.asarray(hit_q, dtype=np.int32), "qid": np.asarray(qid, dtype=np.int32),
+                  "y": np.asarray(y, dtype=np.int8), "qid": np.asarray(qid, dtype=np.int32),
                   "keys": np.asarray(hit_keys, dtype=str),
                   "groups": np.asarray(groups), "base": np.asarray(base, dtype=np.float64),
                   "gold_n": np.asarray(gold_n, dtype=np.int32)}
@@ -318,39 +304,6 @@ def train(data: dict[str, Any], *, l2: float = 1.0, seed: int = 0,
     final = _fit([(data[n], every[n]) for n in data], l2)
     report["weights"] = final.to_dict()
     report["in_sample"] = {n: _score(final, data[n], every[n]) for n in data}
-    score_map = None
-    if all("hit_v" in d for d in data.values()):
-        report["score"] = _score_map_table(data)
-        score_map = fit_score_map(np.concatenate([d["hit_v"] for d in data.values()]),
-                                  np.concatenate([d["hit_y"] for d in data.values()]))
-        report["score_map"] = score_map.to_dict()
     if write:
         Path(write).write_text(json.dumps(final.to_dict(), indent=1) + "\n", encoding="utf-8")
-        if score_map is not None:
-            SCORE_MAP_FILE.write_text(json.dumps(score_map.to_dict()) + "\n", encoding="utf-8")
     return report
-
-
-def _score_map_table(data: dict[str, Any]) -> dict[str, Any]:
-    """The search as it runs — its recall beside the baselines — and its displayed score,
-    mapped by a :class:`~memstrata.retrieval.rank.ScoreMap` fitted on the *other*
-    datasets' shown hits: calibration (ECE, reliability) on the left-out one's."""
-    out: dict[str, Any] = {}
-    for left, d in data.items():
-        others = [data[n] for n in data if n != left]
-        fitted = fit_score_map(np.concatenate([o["hit_v"] for o in others]),
-                               np.concatenate([o["hit_y"] for o in others])) if others else None
-        base = d["base"]
-        row: dict[str, Any] = {
-            "questions": len(d["gold_n"]),
-            "search_r5": round(float(base[:, 4].mean()), 4) if base.shape[1] > 4 else None,
-            "search_r10": round(float(base[:, 5].mean()), 4) if base.shape[1] > 4 else None,
-            "bm25_r5": round(float(base[:, 0].mean()), 4), "dense_r5": round(float(base[:, 2].mean()), 4),
-            "hits": len(d["hit_v"]), "relevant_share": round(float(d["hit_y"].mean()), 4)}
-        if fitted is not None:
-            p = fitted.many(d["hit_v"])
-            row["ece"] = round(expected_calibration_error(p, d["hit_y"]), 4)
-            row["reliability"] = [(round(a, 3), round(b, 3), n)
-                                  for a, b, n in reliability(p, d["hit_y"])]
-        out[left] = row
-    return out

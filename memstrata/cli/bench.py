@@ -548,8 +548,7 @@ def longmemeval(data, ks, limit, embedder, embedding_cache, store, json_out) -> 
 @click.option("--embedding-cache", default=None, type=click.Path(dir_okay=False),
               help="SQLite file of vectors kept across runs.")
 @click.option("--write/--no-write", default=True, show_default=True,
-              help="Write the weights fitted on every row to memstrata/retrieval/ranker.json, "
-                   "and the score map fitted on every shown hit to score_map.json.")
+              help="Write the weights fitted on every row to memstrata/retrieval/ranker.json.")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
 @handle_errors
 def train_ranker(data, workdir, datasets, memdaily_limit, l2, seed, embedder, embedding_cache,
@@ -574,15 +573,6 @@ def train_ranker(data, workdir, datasets, memdaily_limit, l2, seed, embedder, em
                    f"{r['dense_r5']:.3f} | {r['ranker_r10']:.3f} | {r['bm25_r10']:.3f} | "
                    f"{r['dense_r10']:.3f} | {r['ece']:.3f} |")
     click.echo("weights: " + json.dumps(report["weights"]))
-    if "score" in report:
-        click.echo("\nThe search as it runs, and its score mapped by a score map fitted on the "
-                   "other datasets' shown hits:\n| left out | questions | search R@5 | bm25 R@5 | "
-                   "dense R@5 | hits | relevant | ECE |\n|---|---|---|---|---|---|---|---|")
-        for name, r in report["score"].items():
-            click.echo(f"| {name} | {r['questions']} | {r['search_r5']} | {r['bm25_r5']:.3f} | "
-                       f"{r['dense_r5']:.3f} | {r['hits']} | {r['relevant_share']:.3f} | "
-                       f"{r.get('ece', float('nan')):.3f} |")
-        click.echo("score map: " + json.dumps(report["score_map"]))
     write_json(report, json_out)
 
 

@@ -28,7 +28,6 @@ from ..errors import ValidationError, shown
 from ..providers.embedders import Embedder
 from ..retrieval.documents import chunk_texts
 from ..retrieval.indexer import Indexer, cache_key, embed_cached
-from ..retrieval.rank import capped
 from ..retrieval.request import SearchRequest
 from ..retrieval.search import Mode, Retriever
 from ..stores.base import Store
@@ -307,6 +306,8 @@ class KnowledgeBase:
                     continue  # deleted between the two reads
                 stale = row.used == 0 and row.recalled >= self.settings.kb_stale_recalls
                 weight = self.settings.kb_stale_weight if stale else 1.0
+                # ranked as the engine ranks (its relative fusion), as Memory.search is;
+                # the score, for min_score, stays the calibrated similarity
                 order = found.orders.get(hit.id, hit.score) * weight
                 scored.append((order, KnowledgeHit(row, hit.score * weight,
                                                    replace(hit.parts, boost=weight), row.text, kb,
@@ -314,11 +315,7 @@ class KnowledgeBase:
                                                    stale=stale)))
         scored = _with_neighbours(scored, self.settings.kb_neighbour_weight)
         scored.sort(key=lambda o: (-o[0], o[1].id))
-        # a chunk its neighbours lifted above a better-scored one: the one it passed shows
-        # no more than it (the score is the order, as in Memory.search)
-        in_order = [replace(h, score=s) if s < h.score else h
-                    for (_, h), s in zip(scored, capped([h.score for _, h in scored]))]
-        hits = [h for h in in_order if h.score >= floor][:k]
+        hits = [h for _, h in scored if h.score >= floor][:k]
         if expand:
             hits = self._expand(hits)
         if log.isEnabledFor(logging.DEBUG):  # DEBUG may quote content (and says so at start)

@@ -165,25 +165,18 @@ def current_first(hits: Sequence[SearchHit], current: Mapping[str, SearchHit], *
     score above one ranked higher. ``past`` keeps the ranker's order."""
     if past or not any(h.stale_since is not None for h in hits):
         return list(hits)
-    own = {h.id: h for h in hits}
-    placed: set[str] = set()
+    ranked = {h.id for h in hits}
     fresh: list[tuple[SearchHit, bool]] = []
     stale: list[tuple[SearchHit, bool]] = []
     for hit in hits:
-        if hit.id in placed:
-            continue
         if hit.stale_since is None:
-            placed.add(hit.id)
             fresh.append((hit, False))
             continue
         stale.append((hit, True))
         cur = current.get(hit.id)
-        if cur is not None and cur.id not in placed:
-            # the current fact takes the stale hit's place (and score, when that is more),
-            # also when it was ranked below it on its own
-            placed.add(cur.id)
-            mine = own.get(cur.id, cur)
-            fresh.append((replace(mine, score=max(mine.score, hit.score)), True))
+        if cur is not None and cur.id not in ranked:
+            ranked.add(cur.id)
+            fresh.append((replace(cur, score=hit.score), True))
     out: list[SearchHit] = []
     floor = float("inf")
     for hit, moved in fresh + stale:

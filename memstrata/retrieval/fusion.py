@@ -11,9 +11,8 @@ Pure functions over ranked ``(id, raw_score)`` lists. Two methods:
   match scores ``best / (best + K)`` — near 1 for a strong match, 0.5 when even the best
   scores only ``K`` — and the others keep their ratio to it (LoCoMo dev: a plain
   ``s / (s + K)`` cost 0.01–0.02 recall@10, squeezing the strong matches together).
-  So the similarity says how well the query matched, not only how it ranked; what
-  orders candidates is :attr:`Fused.value`, the geometric mean of it and the relative
-  fusion (``order``). A lexical list whose
+  So a score says how well the query matched, not only how it ranked, and ``min_score``
+  can cut. A lexical list whose
   best score is under :data:`UNINFORMATIVE` (a collection so small that FTS5 floors
   every word's IDF) is left out of the mean, as an empty list is. Without a calibration
   (``dense_map=None``) cosines are min-max normalised within the list, and without a
@@ -23,7 +22,6 @@ Pure functions over ranked ``(id, raw_score)`` lists. Two methods:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -49,18 +47,6 @@ class Fused:
     @property
     def order_key(self) -> float:
         return self.similarity if self.order is None else self.order
-
-    @property
-    def value(self) -> float:
-        """The relevance that orders hits: the geometric mean of the relative fusion
-        (``order``: how the candidate compares with the others of this query, as tuned
-        on LoCoMo dev) and the calibrated similarity (how well it matched on a fixed
-        scale). The relative part alone makes the best of any pool look certain — in a
-        store of three unrelated memories one of them is first in both lists —; the
-        calibrated part alone ranked worse (docs/retrieval.md, "One score")."""
-        if self.order is None:
-            return self.similarity
-        return math.sqrt(max(self.order, 0.0) * max(self.similarity, 0.0))
 
 
 def _ranks(candidates: Sequence[Candidate]) -> dict[str, tuple[int, float]]:

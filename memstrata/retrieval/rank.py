@@ -20,13 +20,6 @@ the fused similarity; it only hands these features to the benchmark (``collect``
 The weights ``ranker.json`` beside this module are the last fit, for
 :func:`default_ranker`. :func:`fit` is plain L2-regularised logistic regression by
 Newton's method — deterministic, no random state — in numpy.
-
-**The displayed score** is :class:`ScoreMap`: a monotone map (Platt scaling of the log)
-of the value that orders the hits (:attr:`~memstrata.retrieval.fusion.Fused.value` through
-the preset and the role weights), fitted on the hits the search shows on the development
-splits (``score_map.json``, :func:`default_score_map`), so the score is the order and a
-probability of relevance. :func:`capped` keeps a list in score order when a rule moved a
-unit down.
 """
 
 from __future__ import annotations
@@ -48,8 +41,7 @@ from .fusion import Candidate, Fused
 from .units import is_weak, role_of
 
 __all__ = ["FEATURES", "Signals", "Ranker", "features", "signal_rows", "feature_matrix", "fit",
-           "default_ranker", "ScoreMap", "fit_score_map", "default_score_map", "SCORE_MAP_FILE",
-           "capped",
+           "default_ranker",
            "expected_calibration_error", "reliability", "RANKER_FILE"]
 
 #: The features, in the order of a feature vector and of the weights in ``ranker.json``.
@@ -80,7 +72,6 @@ FEATURES: tuple[str, ...] = (
 )
 
 RANKER_FILE = Path(__file__).with_name("ranker.json")
-SCORE_MAP_FILE = Path(__file__).with_name("score_map.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,10 +274,8 @@ class Ranker:
                    float(data["bias"]), names)  # type: ignore[arg-type]
 
 
-def fit(x: np.ndarray, y: np.ndarray, *, l2: float = 1.0, iterations: int = 50,
-        names: Sequence[str] | None = None) -> Ranker:
+def fit(x: np.ndarray, y: np.ndarray, *, l2: float = 1.0, iterations: int = 50) -> Ranker:
     """L2-regularised logistic regression (the bias unpenalised) by Newton's method.
-    ``names``: the columns' names (default :data:`FEATURES`).
 
     Deterministic: the same rows give the same weights to the last digit."""
     x = np.asarray(x, dtype=np.float64)
@@ -304,8 +293,7 @@ def fit(x: np.ndarray, y: np.ndarray, *, l2: float = 1.0, iterations: int = 50,
         w -= step
         if float(np.max(np.abs(step))) < 1e-10:
             break
-    return Ranker(tuple(float(v) for v in w[:-1]), float(w[-1]),
-                  FEATURES if names is None else tuple(names))
+    return Ranker(tuple(float(v) for v in w[:-1]), float(w[-1]))
 
 
 def reliability(p: np.ndarray, y: np.ndarray, bins: int = 10) -> list[tuple[float, float, int]]:
@@ -335,64 +323,3 @@ def default_ranker() -> Ranker:
         return Ranker.from_dict(json.loads(RANKER_FILE.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"cannot read the ranker weights {RANKER_FILE}: {exc}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreMap:
-    """The displayed score: ``P = σ(a + b·ln v)`` of the value ``v`` that orders hits.
-
-    Monotone (``b > 0``), so sorting by the score is sorting by ``v``; ``v = 0`` maps to 0.
-    ``a`` and ``b`` are fitted on the development splits (:func:`fit_score_map`, run by
-    ``memstrata bench train-ranker``) so that a score is the share of hits with that
-    score that are relevant (checked leave-one-dataset-out, docs/retrieval.md)."""
-
-    a: float
-    b: float
-
-    def __post_init__(self) -> None:
-        if not self.b > 0:
-            raise ConfigError(f"score map: the slope must be positive, got {self.b}")
-
-    def __call__(self, value: float) -> float:
-        if value <= 0:
-            return 0.0
-        return float(_sigmoid(np.asarray(self.a + self.b * math.log(value))))
-
-    def many(self, values: np.ndarray) -> np.ndarray:
-        v = np.asarray(values, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            out = _sigmoid(self.a + self.b * np.log(np.maximum(v, 1e-300)))
-        return np.where(v > 0, out, 0.0)
-
-    def to_dict(self) -> dict[str, float]:
-        return {"a": round(self.a, 6), "b": round(self.b, 6)}
-
-
-def fit_score_map(values: np.ndarray, labels: np.ndarray, *, l2: float = 1e-3) -> ScoreMap:
-    """Platt scaling of ``ln v`` (rows with ``v = 0`` are left out: they map to 0)."""
-    v = np.asarray(values, dtype=np.float64)
-    keep = v > 0
-    one = fit(np.log(v[keep])[:, None], np.asarray(labels)[keep], l2=l2, names=("log_value",))
-    return ScoreMap(one.bias, one.weights[0])
-
-
-@lru_cache(maxsize=1)
-def default_score_map() -> ScoreMap:
-    """The map shipped in the package (``score_map.json``)."""
-    try:
-        data = json.loads(SCORE_MAP_FILE.read_text(encoding="utf-8"))
-        return ScoreMap(float(data["a"]), float(data["b"]))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"cannot read the score map {SCORE_MAP_FILE}: {exc}") from None
-
-
-def capped(scores: Sequence[float]) -> list[float]:
-    """Each score at most the one before it: a unit that a rule placed lower (a weak unit
-    after the matching ones, a stale fact after the current one, a reranked head) never
-    shows a score above one ranked higher."""
-    out: list[float] = []
-    floor = math.inf
-    for s in scores:
-        floor = min(floor, s)
-        out.append(floor)
-    return out

@@ -30,7 +30,7 @@ from .currency import Stale, asks_about_now, asks_about_past, current_first, lat
 from .documents import SOURCE_TAG, asks_about_assistant, build_query, is_question, split_question
 from .fusion import Candidate, Fused, fuse
 from .indexer import cache_partition
-from .rank import ScoreMap, capped, default_score_map, feature_matrix
+from .rank import feature_matrix
 from .scoring import final_score, get_preset
 from .request import MODES, Mode, SearchRequest
 from .units import ROLES, Unit, is_weak, merge_units, reply_to, role_of, role_weight
@@ -74,8 +74,9 @@ class SearchResult:
     lexical_candidates: list[tuple[str, float]] = field(default_factory=list)
     dense_candidates: list[tuple[str, float]] = field(default_factory=list)
     query_tokens: str = ""
-    #: hit id -> its score (what ordered it). Not serialised: a caller that merges lists
-    #: ranks by it.
+    #: hit id -> the value that ordered it (the relative fusion, weights applied; a hit's
+    #: ``score`` is the calibrated similarity, which says how well it matched but is not
+    #: what ranks hits). Not serialised: a caller that merges lists ranks by it.
     orders: dict[str, float] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,8 +118,6 @@ class Retriever:
         self.queries = QueryCache(embedder, self.settings.query_cache)  # query vectors by text
         self.reranker: Reranker | None = None  # R5.3, off by default (setting ``reranker``)
         self._calibration: Calibration | None = None  # read from the store on first use
-        #: ordering value -> displayed score (a calibrated probability of relevance)
-        self.score_map: ScoreMap = default_score_map()
 
     def _named_speaker(self, query: str, infos: "Iterable[DocInfo]", *,
                        always: bool = False) -> str | None:
@@ -300,8 +299,7 @@ class Retriever:
         if collect is not None:  # the learned ranker's features (memstrata bench train-ranker)
             matrix, owners = feature_matrix(lists, infos, query, self._named_speaker(
                 query, infos.values(), always=True))
-            collect.extend((doc_id, [*row.tolist(), f.similarity, f.order_key])
-                           for (doc_id, f), row in zip(owners, matrix))
+            collect.extend((doc_id, row.tolist()) for (doc_id, _), row in zip(owners, matrix))
         answered_ids = {r for r in (reply_to(i) for i in infos.values()) if r}
         missing = sorted(answered_ids - infos.keys())
         answered = {**{i: infos[i] for i in answered_ids if i in infos},
@@ -317,27 +315,24 @@ class Retriever:
             info = infos.get(f.id)
             if info is None:  # deleted between the two reads
                 continue
-            relevance = f.value
-            value, fresh, layer_weight = final_score(relevance, info.created_at, info.importance,
+            score, fresh, layer_weight = final_score(f.similarity, info.created_at, info.importance,
                                                      info.layer.value, now, scoring)
             boost = 1.0 + self.settings.speaker_boost if boosted and boosted in info.tags else 1.0
             weight = weigh(info)
             parts_of[info.id] = ScoreParts(
                 similarity=f.similarity, dense=f.dense, lexical=f.lexical, recency=fresh,
                 importance=info.importance, layer_weight=layer_weight, dense_rank=f.dense_rank,
-                lexical_rank=f.lexical_rank, preset=scoring.name, boost=boost, role_weight=weight,
-                relevance=relevance)
-            units.append(Unit(info.id, info, value * boost * weight, weight, info.text,
+                lexical_rank=f.lexical_rank, preset=scoring.name, boost=boost, role_weight=weight)
+            order = score if f.order is None else final_score(
+                f.order, info.created_at, info.importance, info.layer.value, now, scoring)[0]
+            units.append(Unit(info.id, info, score * boost * weight, weight, info.text,
                               role_of(info), similarity=f.similarity,
-                              weak=is_weak(info, query, about_assistant=about_assistant)))
+                              weak=is_weak(info, query, about_assistant=about_assistant),
+                              rank=order * boost * weight))
         merged = merge_units(units, answered, {i: weigh(a) for i, a in answered.items()},
                              {i: is_weak(a, query, about_assistant=about_assistant)
                               for i, a in answered.items()}, roles)
-        # the displayed score: the calibrated probability of the value that ordered the
-        # units, capped so that a unit a rule placed lower never shows more than one above
-        values = {u.id: u.score for u in merged}
-        merged = [replace(u, score=p) for u, p in
-                  zip(merged, capped([self.score_map(u.score) for u in merged]))]
+        merged = [u for u in merged if u.score >= min_score]
         reranked: dict[str, float] = {}
         if self.reranker is not None and self.settings.rerank_k > 0 and len(merged) > 1:
             head = merged[:self.settings.rerank_k]
@@ -346,14 +341,15 @@ class Retriever:
                 reranked = {u.id: float(x) for u, x in zip(head, scores)}
                 head = sorted(head, key=lambda u: -reranked[u.id])
                 merged = head + merged[len(head):]
-                merged = [replace(u, score=p)
-                          for u, p in zip(merged, capped([u.score for u in merged]))]
         hits = []
         orders: dict[str, float] = {}
         for unit in merged:
-            orders[unit.id] = unit.score
-            parts = replace(parts_of[unit.parts_id], role_weight=unit.weight,
-                            rerank=reranked.get(unit.id), value=values[unit.id])
+            if unit.score < min_score:
+                continue
+            orders[unit.id] = unit.order
+            parts = parts_of[unit.parts_id]
+            if unit.weight != parts.role_weight or unit.id in reranked:
+                parts = replace(parts, role_weight=unit.weight, rerank=reranked.get(unit.id))
             since = unit.info.stale_since
             hits.append(SearchHit(id=unit.id, layer=unit.info.layer, text=unit.text, score=unit.score,
                                   parts=parts, created_at=unit.info.created_at,
@@ -379,10 +375,6 @@ class Retriever:
                                   among=said)  # orders
             orders = {new.id: orders.get(old.id, old.score) for old, new in zip(hits, placed)}
             hits = placed
-        # min_score cuts the final list (stale facts moved down, the latest statement first):
-        # search(q, min_score=x) is search(q) without its hits under x
-        hits = [h for h in hits if h.score >= min_score]
-        orders = {h.id: orders[h.id] for h in hits if h.id in orders}
         if log.isEnabledFor(logging.DEBUG):  # DEBUG may quote memory (and says so at start)
             log.debug("search %r for %r (%s, %d question(s)): %d lexical + %d dense candidates "
                       "-> %d fused -> %d units -> top %d%s", query[:80], scope.user_id, mode,

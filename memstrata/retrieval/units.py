@@ -60,6 +60,11 @@ class Unit:
     similarity: float = 0.0
     weak: bool = False
     scored_by: str = ""  # the candidate whose score parts made ``score`` (default: ``id``)
+    rank: float | None = None  # what orders units (the relative fusion); None: ``score``
+
+    @property
+    def order(self) -> float:
+        return self.score if self.rank is None else self.rank
 
     @property
     def parts_id(self) -> str:
@@ -147,12 +152,12 @@ def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
             scale = w / unit.weight if unit.weight else w
             unit = Unit(first.id, first, unit.score * scale, w, exchange_text(first, unit.info),
                         role_of(first), (unit.id,), unit.similarity, weak_of.get(first.id, False),
-                        unit.parts_id)
+                        unit.parts_id, unit.order * scale)
         old = by_id.get(unit.id)
         if old is None:
             by_id[unit.id] = unit
             continue
-        best, other = (unit, old) if unit.score > old.score else (old, unit)
+        best, other = (unit, old) if unit.order > old.order else (old, unit)
         text = best.text if best.merged or not other.merged else other.text
         merged = tuple(dict.fromkeys(best.merged + other.merged))
         by_id[unit.id] = replace(best, text=text, merged=merged)
@@ -170,10 +175,10 @@ def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
             continue
         item = by_id[item_id]
         merged = tuple(dict.fromkeys(item.merged + (unit.id, *unit.merged)))
-        if unit.score > item.score:
-            item = replace(item, score=unit.score, weight=unit.weight,
+        if unit.order > item.order:
+            item = replace(item, score=max(item.score, unit.score), weight=unit.weight,
                            similarity=max(item.similarity, unit.similarity),
-                           scored_by=unit.parts_id)
+                           scored_by=unit.parts_id, rank=unit.order)
         by_id[item_id] = replace(item, merged=merged)
         del by_id[unit.id]
     out = list(by_id.values())
@@ -181,7 +186,7 @@ def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
         allowed = set(roles)
         out = [u for u in out if (u.role if u.role is not None else "user") in allowed
                or (u.role is None and u.info.layer is Layer.KNOWLEDGE)]
-    out.sort(key=lambda u: (-u.score, u.id))
+    out.sort(key=lambda u: (-u.order, u.id))
     strong = [u for u in out if not u.weak and u.similarity >= MATCHING]
     if not strong:
         return out

@@ -100,10 +100,6 @@ class PartsOut(_Out):
     boost: float
     role_weight: float
     rerank: float | None
-    relevance: float | None = Field(None, description="The fused relevance that ordered the "
-                                    "candidate (before recency, role and speaker)")
-    value: float | None = Field(None, description="What ordered the hit; the score is its "
-                                "calibrated probability")
 
 
 class HitOut(_Out):
