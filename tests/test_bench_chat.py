@@ -3,8 +3,6 @@ their numbers are proportions."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 
@@ -13,11 +11,7 @@ from memstrata.bench.longmemeval import run_longmemeval
 from memstrata.bench.madial import load_madial, parse_dialogue, run_madial
 from memstrata.bench.memdaily import load_memdaily
 
-_HERE = Path(__file__).resolve()
-DATA = next((p for p in (Path(os.environ.get("MEMSTRATA_BENCH_DATA", "/nonexistent")),
-                         _HERE.parents[2] / "shared" / "bench-data",  # ../shared from the repo
-                         _HERE.parents[3] / "shared" / "bench-data") if p.is_dir()),
-            _HERE.parents[2] / "shared" / "bench-data")
+from bench_data import DATA
 needs_data = pytest.mark.skipif(not (DATA / "memdaily").is_dir(), reason="bench data not here")
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,11 +22,7 @@ from memstrata.bench.qa_grading import (LOCOMO_JUDGE_PROMPT, LONGMEMEVAL_JUDGE_P
 from memstrata.bench.qa_llm import overflow_ratio
 from memstrata.cli.main import cli
 
-_HERE = Path(__file__).resolve()
-DATA = next((p for p in (Path(os.environ.get("MEMSTRATA_BENCH_DATA", "/nonexistent")),
-                         _HERE.parents[2] / "shared" / "bench-data",  # ../shared from the repo
-                         _HERE.parents[3] / "shared" / "bench-data") if p.is_dir()),
-            _HERE.parents[2] / "shared" / "bench-data")
+from bench_data import DATA
 needs_data = pytest.mark.skipif(not (DATA / "memdaily").is_dir(), reason="bench data not here")
 CHOICES = {"A": "本科", "B": "专科", "C": "硕士", "D": "高中"}
 

@@ -5,8 +5,6 @@ catches what people would not write."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,11 +13,7 @@ from memstrata.bench.updates import (CHANGE_EN, CHANGE_ZH, COMPLETIONS, SLOTS, c
                                      run_longmemeval_updates, run_updates)
 from memstrata.cli.main import cli
 
-_HERE = Path(__file__).resolve()
-DATA = next((p for p in (Path(os.environ.get("MEMSTRATA_BENCH_DATA", "/nonexistent")),
-                         _HERE.parents[2] / "shared" / "bench-data",
-                         _HERE.parents[3] / "shared" / "bench-data") if p.is_dir()),
-            _HERE.parents[2] / "shared" / "bench-data")
+from bench_data import DATA
 
 
 def test_the_suite_is_large_bilingual_and_split_by_template():
