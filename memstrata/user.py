@@ -30,8 +30,8 @@ from .checks import check_count
 from .config import Settings
 from .errors import ConflictError, NotFoundError, ValidationError
 from .knowledge import Knowledge, KnowledgeBase, KnowledgeHit
-from .layers.context import (ContextResult, MemoryLine, Quotas, RecallPolicy, assemble, find_trigger,
-                             quoted_block, recall)
+from .layers.context import (ContextResult, MemoryLine, Quotas, RecallPolicy, assemble, quoted_block,
+                             read_turn, recall, turn_search)
 from .layers.episodic import Resume, SessionManager
 from .layers.semantic.forget import Forgetter, ForgetReport
 from .layers.semantic.items import ItemWriter, new_item
@@ -42,7 +42,6 @@ from .providers.embedders import Embedder
 from .providers.metered import MeteredLLM
 from .quoting import quote_data
 from .requests import ContextRequest, SearchRequest
-from .retrieval.documents import asks_about_assistant, dialogue_context
 from .retrieval.indexer import Indexer, embed_uncached, turn_dense_texts
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState
@@ -619,49 +618,22 @@ class UserMemory:
         request = (session_id if isinstance(session_id, ContextRequest)
                    else ContextRequest.build(session_id, messages, **options)).checked()
         m = self.memory
+        s = m.settings
         state = m.session_manager.sessions.load(self.scope, request.session_id)
         sent = list(request.messages) if request.messages is not None \
             else [_replayed(msg) for msg in state.recent]
-        text = request.query
-        if text is None:
-            users = [Message.from_dict(msg, index=i) for i, msg in enumerate(sent)]
-            users = [msg for msg in users if msg.role is Role.USER and msg.content]
-            text = users[-1].content if users else ""
-        triggers = [w.strip() for w in m.settings.trigger_words.split(",") if w.strip()]
-        trigger = find_trigger(text or "", triggers)
-        s = m.settings
-        # the conversation before the current message, as a person listens to it: the
-        # user's earlier turns and the assistant's last one (dialogue_context)
-        pairs = [(str(msg.get("role")), str(msg.get("content"))) for msg in sent
-                 if isinstance(msg, Mapping) and msg.get("role") in ("user", "assistant")
-                 and isinstance(msg.get("content"), str)]
-        if request.query is None and pairs and pairs[-1] == ("user", text):
-            pairs = pairs[:-1]
-        recent = dialogue_context(pairs, user_turns=s.query_turns)
+        turn = read_turn(sent, request.query, query_turns=s.query_turns, roles=request.roles,
+                         triggers=[w.strip() for w in s.trigger_words.split(",") if w.strip()])
+        text, trigger = turn.text, turn.trigger
         policy = RecallPolicy(k=s.recall_k, deep_k=request.k, deep_below=s.deep_below,
                               min_score=s.recall_min_score if request.min_score is None
                               else request.min_score, asked_min_score=request.min_score or 0.0)
-
-        # the user's own words (their turns and the items drawn from them) unless asked
-        # otherwise, or unless the turn asks what the assistant said
-        roles = request.roles or (() if asks_about_assistant(text or "") else ("user",))
-
-        def search(query: str, k: int, layers: "tuple[Layer, ...] | None",
-                   min_score: float) -> builtins.list[SearchHit]:
-            filters = request.filters
-            if layers is not None:
-                keep = tuple(x for x in layers if not filters.layers or x in filters.layers)
-                if not keep:
-                    return []
-                filters = replace(filters, layers=keep)
-            return self.search(query, k=k, filters=filters, min_score=min_score,
-                               roles=roles, recent=recent[-s.query_turns:])
-
-        lines, recalled_by = recall(search, text or "", mode=request.recall, trigger=trigger,
-                                    policy=policy, session_id=request.session_id)
+        lines, recalled_by = recall(turn_search(self.search, turn, request.filters), text,
+                                    mode=request.recall, trigger=trigger, policy=policy,
+                                    session_id=request.session_id)
         summary = _quoted_summary(state.summary).render() \
             if state.summary is not None and state.status == "open" else None
-        knowledge = self._knowledge(text or "", request.quotas)
+        knowledge = self._knowledge(text, request.quotas)
         result = assemble(sent, budget=request.budget, profile=self._profile_text(),
                           summary=summary, memories=lines, quotas=request.quotas,
                           knowledge=[MemoryLine(h.id, h.content, h.score, h.label,
@@ -673,7 +645,7 @@ class UserMemory:
         kept = set(result.report.kept_ids)
         recalled = [(h.kb, h.id) for h in knowledge if h.id in kept]
         if recalled and not m.settings.read_only:  # settled by the reply passed to add() (R4.3)
-            m.knowledge_base.recalled(self.scope, request.session_id, recalled, text or "")
+            m.knowledge_base.recalled(self.scope, request.session_id, recalled, text)
         return result
 
     def _knowledge(self, text: str, quotas: Any) -> builtins.list[KnowledgeHit]:

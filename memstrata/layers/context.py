@@ -33,7 +33,7 @@ a fake closing tag stays inside the quote, on its own line of data.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ValidationError, shown
@@ -41,10 +41,12 @@ from ..quoting import quote_data
 from ..text import analyze
 from ..tokens import REPLY_PRIMING, Tokenizer, count_message
 from ..retrieval.currency import until_label
-from ..types import Layer, SearchHit
+from ..retrieval.documents import asks_about_assistant, dialogue_context
+from ..types import Filters, Layer, Message, Role, SearchHit
 from .working import Dropped, Policy, TrimReport, group_messages, trim
 
-__all__ = ["Quotas", "MemoryLine", "ContextReport", "ContextResult", "assemble",
+__all__ = ["Quotas", "MemoryLine", "ContextReport", "ContextResult", "assemble", "Turn", "read_turn",
+           "turn_search",
            "quote_data", "quoted_block", "find_trigger", "DEFAULT_TRIGGERS", "RecallPolicy",
            "recall"]
 
@@ -380,6 +382,55 @@ def _elsewhere(hits: Sequence[SearchHit], session_id: str) -> list[SearchHit]:
     """The hits that are not raw turns of ``session_id`` (those are in the window or the
     session summary already)."""
     return [h for h in hits if not (h.layer is Layer.EPISODIC and h.session_id == session_id)]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What one ``context()`` call recalls for: the text (the caller's query, else the
+    last user message), the trigger word in it, the conversation before it as a person
+    listens to it (``recent``: the user's earlier turns and the assistant's last one) and
+    whose turns to recall (the user's own unless asked, or unless the text asks what the
+    assistant said)."""
+
+    text: str
+    trigger: str | None
+    recent: tuple[str, ...]
+    roles: tuple[str, ...]
+
+
+def read_turn(sent: Sequence[Any], query: str | None, *, triggers: Sequence[str], query_turns: int,
+              roles: Sequence[str] = ()) -> Turn:
+    """The :class:`Turn` of the messages a caller would send (``sent``)."""
+    text = query
+    if text is None:
+        users = [Message.from_dict(msg, index=i) for i, msg in enumerate(sent)]
+        users = [msg for msg in users if msg.role is Role.USER and msg.content]
+        text = users[-1].content if users else ""
+    text = text or ""
+    pairs = [(str(msg.get("role")), str(msg.get("content"))) for msg in sent
+             if isinstance(msg, Mapping) and msg.get("role") in ("user", "assistant")
+             and isinstance(msg.get("content"), str)]
+    if query is None and pairs and pairs[-1] == ("user", text):
+        pairs = pairs[:-1]  # the message being answered is the query, not its context
+    recent = dialogue_context(pairs, user_turns=query_turns)[-query_turns:]
+    return Turn(text, find_trigger(text, triggers), tuple(recent),
+                tuple(roles) or (() if asks_about_assistant(text) else ("user",)))
+
+
+def turn_search(search: Callable[..., Sequence[SearchHit]], turn: Turn, filters: Filters) -> Search:
+    """A :data:`Search` over ``search`` (a user's :meth:`~memstrata.user.UserMemory.search`)
+    narrowed by the caller's ``filters`` and the turn's roles, with the turn's recent
+    conversation; ``layers`` narrows further, never widens."""
+    def one(query: str, k: int, layers: "tuple[Layer, ...] | None", min_score: float) -> Sequence[SearchHit]:
+        narrowed = filters
+        if layers is not None:
+            keep = tuple(x for x in layers if not filters.layers or x in filters.layers)
+            if not keep:
+                return []
+            narrowed = replace(filters, layers=keep)
+        return search(query, k=k, filters=narrowed, min_score=min_score, roles=turn.roles,
+                      recent=list(turn.recent))
+    return one
 
 
 def recall(search: Search, text: str, *, mode: str, trigger: str | None, policy: RecallPolicy,
