@@ -26,6 +26,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,59 +44,55 @@ __all__ = ["run_ingest", "render", "load_sets"]
 PATHS = ("import", "import+extract", "chat", "chat+extract")
 
 
-def _locomo(root: Path, n: int) -> list[dict[str, Any]]:
-    data = json.loads((root / "locomo" / "locomo_dev.json").read_text())
+def _take(sessions: Iterator[tuple[str, list[dict[str, Any]]]], n: int) -> list[dict[str, Any]]:
+    """The first ``n`` messages of ``sessions`` (session id, messages), as sessions."""
     out: list[dict[str, Any]] = []
     got = 0
-    for sample in data:
-        conv = sample["conversation"]
-        keys = sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:]))
-        for key in keys:
-            msgs = [{"role": "user" if t["speaker"] == conv["speaker_a"] else "assistant",
-                     "content": t["text"]} for t in conv[key]][:n - got]
-            if msgs:
-                out.append({"session_id": f"{sample['sample_id']}-{key}", "messages": msgs})
-                got += len(msgs)
-            if got >= n:
-                return out
+    for session_id, msgs in sessions:
+        msgs = msgs[:n - got]
+        if msgs:
+            out.append({"session_id": session_id, "messages": msgs})
+            got += len(msgs)
+        if got >= n:
+            break
     return out
+
+
+def _locomo(root: Path, n: int) -> list[dict[str, Any]]:
+    def sessions() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        for sample in json.loads((root / "locomo" / "locomo_dev.json").read_text()):
+            conv = sample["conversation"]
+            keys = sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:]))
+            for key in keys:
+                yield f"{sample['sample_id']}-{key}", [
+                    {"role": "user" if t["speaker"] == conv["speaker_a"] else "assistant",
+                     "content": t["text"]} for t in conv[key]]
+    return _take(sessions(), n)
 
 
 def _madial(root: Path, n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    got = 0
-    with open(root / "madial" / "MADial-Bench-zh-dialogue.dev.json", encoding="utf-8") as lines:
-        for i, line in enumerate(lines):
-            msgs = []
-            for turn in json.loads(line)["dialogue"]:
-                found = re.match(r'<([^>]+)>:"?(.*?)"?\s*$', turn.strip(), re.S)
-                if found and found.group(2):
-                    msgs.append({"role": "assistant" if found.group(1) == "Assistant" else "user",
-                                 "content": found.group(2)})
-            msgs = msgs[:n - got]
-            if msgs:
-                out.append({"session_id": f"madial-zh-{i}", "messages": msgs})
-                got += len(msgs)
-            if got >= n:
-                break
-    return out
+    def sessions() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        with open(root / "madial" / "MADial-Bench-zh-dialogue.dev.json", encoding="utf-8") as lines:
+            for i, line in enumerate(lines):
+                msgs = []
+                for turn in json.loads(line)["dialogue"]:
+                    found = re.match(r'<([^>]+)>:"?(.*?)"?\s*$', turn.strip(), re.S)
+                    if found and found.group(2):
+                        msgs.append({"role": "assistant" if found.group(1) == "Assistant" else "user",
+                                     "content": found.group(2)})
+                yield f"madial-zh-{i}", msgs
+    return _take(sessions(), n)
 
 
 def _long_answers(root: Path, n: int) -> list[dict[str, Any]]:
-    data = json.loads((root / "longmemeval" / "longmemeval_s_dev60.json").read_text())
-    out: list[dict[str, Any]] = []
-    got = 0
-    for sample in data:
-        for sid, session in zip(sample["haystack_session_ids"], sample["haystack_sessions"]):
-            pairs = [(q, a) for q, a in zip(session[::2], session[1::2])
-                     if q["role"] == "user" and a["role"] == "assistant" and len(a["content"]) >= 1000]
-            msgs = [{"role": m["role"], "content": m["content"]} for pair in pairs for m in pair][:n - got]
-            if msgs:
-                out.append({"session_id": f"lme-{sid}", "messages": msgs})
-                got += len(msgs)
-            if got >= n:
-                return out
-    return out
+    def sessions() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        for sample in json.loads((root / "longmemeval" / "longmemeval_s_dev60.json").read_text()):
+            for sid, session in zip(sample["haystack_session_ids"], sample["haystack_sessions"]):
+                pairs = [(q, a) for q, a in zip(session[::2], session[1::2]) if q["role"] == "user"
+                         and a["role"] == "assistant" and len(a["content"]) >= 1000]
+                yield f"lme-{sid}", [{"role": m["role"], "content": m["content"]}
+                                     for pair in pairs for m in pair]
+    return _take(sessions(), n)
 
 
 def load_sets(root: str | Path, n: int) -> dict[str, list[dict[str, Any]]]:

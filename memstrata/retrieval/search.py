@@ -371,8 +371,8 @@ class Retriever:
         if self.settings.latest_ratio and asks_about_now(query) \
                 and not _speakers_named(query, infos.values()):
             said = {h.id for h in hits if _said_by_user(infos.get(h.id), h)}
-            placed = latest_first(hits[:k], ratio=self.settings.latest_ratio,  # places keep scores,
-                                  among=said)  # orders
+            placed = latest_first(hits[:k], ratio=self.settings.latest_ratio, among=said)
+            # each place keeps its score and its order value, whichever hit now stands there
             orders = {new.id: orders.get(old.id, old.score) for old, new in zip(hits, placed)}
             hits = placed
         if log.isEnabledFor(logging.DEBUG):  # DEBUG may quote memory (and says so at start)
