@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstrata.retrieval.currency import (asks_about_now, asks_about_past, current_first, latest_first,
-                                          stale_marks, until_label)
+from memstrata.retrieval.currency import (asks_about_now, asks_about_past, asks_for_one, current_first,
+                                          earlier_states, latest_first, stale_marks, tells_of_change,
+                                          until_label)
 from memstrata.types import Kind, Layer, MemoryItem, ScoreParts, SearchHit, Status
 
 T = datetime(2026, 11, 20, tzinfo=UTC)
@@ -78,6 +79,54 @@ def test_a_hit_that_answers_much_worse_or_lies_below_the_window_is_not_a_competi
     assert latest_first(stale) == stale  # already placed by current_first
 
 
+def statement(text: str, similarity: float, days: int) -> SearchHit:
+    """A user's statement said ``days`` after T, in a session of its own."""
+    return SearchHit(text, Layer.EPISODIC, text, similarity, replace(PARTS, similarity=similarity),
+                     T + timedelta(days=days), session_id=f"s{days}", role="user")
+
+
+def test_news_of_a_new_value_for_a_one_value_question_marks_the_earlier_statement():
+    old = statement("My Honda Civic needs new tyres, what should four cost?", 0.50, 0)
+    new = statement("Can't believe I finally sold the Civic. The Model 3 is a dream to drive", 0.45, 60)
+    out = earlier_states(latest_first([old, new]), query="What car do I drive?")
+    assert [h.id for h in out] == [new.id, old.id]
+    assert out[0].stale_since is None and out[1].stale_since == new.created_at
+
+
+@pytest.mark.parametrize("query, later, similarity", [
+    ("What pets do I have?", "We just got a new kitten, her name is Luna", 0.45),  # a list is asked
+    ("What car do I drive?", "The car wash on Elm Street is great", 0.45),  # no news of a change
+    ("What car do I drive?", "Finally got my new bike yesterday", 0.30),  # answers much worse
+])
+def test_an_earlier_statement_that_may_still_hold_is_not_marked(query, later, similarity):
+    old = statement("My dog Max and my Honda Civic are my whole life", 0.50, 0)
+    out = earlier_states(latest_first([old, statement(later, similarity, 60)]), query=query)
+    assert all(h.stale_since is None for h in out)
+
+
+def test_statements_of_one_session_are_not_a_change_of_each_other():
+    first = SearchHit("a", Layer.EPISODIC, "I drive a Civic", 0.5, replace(PARTS, similarity=0.5), T,
+                      session_id="s1", role="user")
+    second = replace(first, id="b", text="I just got a new Model 3", created_at=T + timedelta(hours=1))
+    assert all(h.stale_since is None for h in earlier_states([second, first], query="What car do I drive?"))
+
+
+@pytest.mark.parametrize("text, news", [("Pottery got moved to Thursdays", True),
+                                        ("Signed the lease in Walthamstow last week", True),
+                                        ("我们上个月搬到厦门了", True), ("终于换了新手机", True),
+                                        ("I love my Civic", False), ("我喜欢吃火锅", False)])
+def test_tells_of_change(text, news):
+    assert tells_of_change(text) is news
+
+
+@pytest.mark.parametrize("query, one", [("What car do I drive?", True), ("我住在哪里？", True),
+                                        ("What are my working hours?", True), ("What pets do I have?", False),
+                                        ("Which clubs am I in?", False), ("我有哪些爱好？", False),
+                                        ("Who are my favourite authors?", False)])
+def test_asks_for_one(query, one):
+    assert asks_for_one(query) is one
+
+
 @pytest.mark.parametrize("query", ["Which football team do I support?", "我住哪个小区？", "我现在开什么车？",
                                    "Recommend a restaurant near where I live", "How old is my daughter?"])
 def test_questions_about_now(query):
@@ -103,3 +152,15 @@ def test_a_question_naming_a_speaker_of_a_transcript_is_not_about_the_users_stat
     assert _speakers_named("What do Caroline and Melanie both paint?", infos) == \
         ["speaker:Caroline", "speaker:Melanie"]
     assert _speakers_named("Which team do I support?", infos) == []
+
+
+@pytest.mark.parametrize("text, states", [
+    ("ugh it's been raining in Leeds for 9 days straight 🙃 can you give me a packing list?", True),
+    ("我家狗狗豆豆最近老是掉毛，有什么办法吗？", True), ("I live in Leeds.", True),
+    ("Hi, where do I live now?", False), ("我住在哪里？", False),
+    ("So what do you think about my new job? Is it good?", False)])
+def test_a_message_that_asks_may_still_state_something(text, states):
+    """A user's turn competes as a statement of their state (latest first) when some part
+    of it states something, though the message ends in a question."""
+    from memstrata.retrieval.documents import states_something
+    assert states_something(text) is states

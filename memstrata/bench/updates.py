@@ -13,10 +13,10 @@ same changes said in the other language than the fact (cross-language). Completi
 **The templates are split in two**: even-numbered ways of saying a change are the
 development half (the rules and thresholds of :mod:`memstrata.layers.semantic.state`
 were tuned on them), odd-numbered ones the held-back half (``--half held``, the default).
-Two more sets, :data:`UNSEEN` (``--half unseen``, ``--half unseen2``), were written by hand
-by people who had not seen the rules: other slots, other people, everyday phrasing. The
-first was measured once and its failures then read (it is development data now); the
-second is the unseen measure.
+Three more sets, :data:`UNSEEN` (``--half unseen``, ``unseen2``, ``unseen3``), were written
+by hand by people who had not seen the rules: other slots, other people, everyday phrasing.
+Each was measured once when it was written and its failures then read, so only the newest
+is the unseen measure; the earlier ones are development data.
 
 Metrics per system (memstrata, and the same retriever with only its lexical or only
 its dense list): *current at top 1* (the first hit holds the new value), *stale above
@@ -27,7 +27,10 @@ asked in a new session, and an old value shown there is labelled as past), *ill-
 items* (:func:`ill_formed` over every item the suite wrote), the *memory share* of the
 context's tokens, and the share of todos a stated completion closed. With every half, the
 seeds' measures of the prompt over their own hand-written cases (:func:`recall_needs`):
-*preference hit rate* and *cross-session task resumption*.
+*preference hit rate* and *cross-session task resumption*; and the other side of every
+change, :func:`no_change_controls`: 170 pairs of statements written by hand where the later
+one does *not* replace the earlier (a second pet, a detail, a change of another slot, an
+event), where the earlier value must stay in the prompt as current, not labelled as past.
 """
 
 from __future__ import annotations
@@ -298,7 +301,8 @@ def cases() -> list[Case]:
 #: build next (the query-time order of :func:`memstrata.retrieval.currency.latest_first`),
 #: so it is now development data; ``unseen2`` (240 cases, 40 completions, by another
 #: writer who saw neither the rules nor the first set's results) is the unseen measure.
-UNSEEN = {name: Path(__file__).with_name(f"updates_{name}.json") for name in ("unseen", "unseen2")}
+UNSEEN = {name: Path(__file__).with_name(f"updates_{name}.json")
+          for name in ("unseen", "unseen2", "unseen3")}
 
 
 def unseen_cases(name: str = "unseen") -> list[Case]:
@@ -358,6 +362,17 @@ def _say(memory: Any, user: str, session: str, text: str, at: datetime) -> None:
                  else "好的。", "created_at": (at + timedelta(seconds=5)).isoformat()}], user, session)
 
 
+def _labelled_past(line: str) -> bool:
+    """Whether a memory line of the prompt is labelled as a past state."""
+    return bool(re.search(r"until \d{4}-\d{2}|\d{4}年\d{1,2}月之前", line))
+
+
+def _memory_lines(ctx: Any) -> list[str]:
+    """The lines of the memories block of a ``context()`` result."""
+    block = "\n".join(m["content"] for m in ctx.messages if "memories recalled" in m["content"])
+    return block.splitlines()
+
+
 def _has(text: str, value: str) -> bool:
     return value.casefold() in text.casefold()
 
@@ -409,10 +424,10 @@ def run_updates(*, half: str = "held", store: str | None = None, embedder: str |
                     rows[f"{system}/{g}"]["top1"].append(float(top))
                     rows[f"{system}/{g}"]["stale_above"].append(float(stale))
             ctx = memory.context(user, "s3", [{"role": "user", "content": case.ask}], budget=budget)
-            block = "\n".join(m["content"] for m in ctx.messages if "memories recalled" in m["content"])
-            lines = block.splitlines()
+            lines = _memory_lines(ctx)
+            block = "\n".join(lines)
             # the value is looked for in the memory's text, not in its date
-            labelled = all(re.search(r"until \d{4}-\d{2}|\d{4}年\d{1,2}月之前", line)
+            labelled = all(_labelled_past(line)
                            for line in lines if _old(re.sub(r"^\W*\[[^\]]*\]", "", line), case))
             in_ctx = _has(block, case.new) and labelled
             for g in groups:
@@ -444,9 +459,10 @@ def run_updates(*, half: str = "held", store: str | None = None, embedder: str |
             done += not open_todos
             bad_items += [i.content for i in memory.list(user, limit=50) if ill_formed(i.content)]
         needs = recall_needs(memory, budget=budget, progress=progress, limit=limit)
+        controls = no_change_controls(memory, budget=budget, progress=progress, limit=limit)
     table = {group: {metric: round(sum(v) / len(v), 4) for metric, v in metrics.items()} | {
         "cases": len(next(iter(metrics.values())))} for group, metrics in sorted(rows.items())}
-    return {"benchmark": "updates", "half": half, "cases": len(chosen), "k": k, **needs,
+    return {"benchmark": "updates", "half": half, "cases": len(chosen), "k": k, **needs, **controls,
             "embedder": memory.embedder.name, "table": table,
             "ill_formed_items": len(bad_items), "ill_formed_examples": bad_items[:20],
             "memory_share": round(sum(shares) / len(shares), 4) if shares else 0.0,
@@ -495,6 +511,46 @@ def recall_needs(memory: Any, *, budget: int = 2000, progress: bool = False,
     return out
 
 
+#: The other side of a change (``updates_controls.json``, 170 cases written apart from the
+#: code, half in each language): a later statement that does not replace the earlier one —
+#: *additive* (a second pet, another hobby: "we just got a new kitten" after "my dog Max"),
+#: *related* (a detail: "my car needed new brakes"), *unrelated* (a change of another slot),
+#: *reaffirm* (the same value in other words), *event* (a one-off: "moved my dentist
+#: appointment to Friday").
+CONTROLS = Path(__file__).with_name("updates_controls.json")
+
+
+def no_change_controls(memory: Any, *, budget: int = 2000, progress: bool = False,
+                       limit: int | None = None) -> dict[str, Any]:
+    """*Kept as current*: after a later statement that does not replace it, the earlier
+    value is in the ``context()`` of a question about now and not labelled as past; and
+    *wrongly labelled past*: the share where it is shown only labelled "until …". Per
+    kind, per language and overall; ``limit`` takes the first N cases."""
+    data = json.loads(CONTROLS.read_text(encoding="utf-8"))["cases"][: limit or None]
+    kept: dict[str, list[float]] = defaultdict(list)
+    wrong: dict[str, list[float]] = defaultdict(list)
+    misses = []
+    for n, case in enumerate(_iter(data, progress, "controls")):
+        user = f"control-{n}"
+        _say(memory, user, "s1", case["first"], T0)
+        _say(memory, user, "s2", case["later"], T0 + timedelta(days=30))
+        memory.flush()
+        ctx = memory.context(user, "s3", [{"role": "user", "content": case["ask"]}], budget=budget)
+        showing = [line for line in _memory_lines(ctx) if _has(line, case["keep"])]
+        as_past = bool(showing) and all(_labelled_past(line) for line in showing)
+        ok = bool(showing) and not as_past
+        for group in ("all", case["lang"], case["kind"]):
+            kept[group].append(float(ok))
+            wrong[group].append(float(as_past))
+        if not ok:
+            misses.append({"id": case["id"], "kind": case["kind"], "ask": case["ask"],
+                           "shown": bool(showing), "labelled_past": as_past})
+    summary = {g: round(sum(v) / len(v), 4) for g, v in sorted(kept.items())}
+    return {"controls_kept_current": summary | {"cases": len(kept["all"])},
+            "controls_labelled_past": {g: round(sum(v) / len(v), 4) for g, v in sorted(wrong.items())},
+            "controls_misses": misses}
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The report's table: one row per system and group."""
     lines = ["| system / group | cases | current at top 1 | stale above current | current in context |",
@@ -512,6 +568,13 @@ def markdown(report: dict[str, Any]) -> str:
             m = report[metric]
             lines.append(f"{label}: {m['all']:.3f} (en {m.get('en', 0):.3f}, zh {m.get('zh', 0):.3f}) "
                          f"of {m['cases']} cases")
+    if "controls_kept_current" in report:
+        m, w = report["controls_kept_current"], report["controls_labelled_past"]
+        kinds = ", ".join(f"{k} {m[k]:.3f}" for k in ("additive", "related", "unrelated", "reaffirm",
+                                                       "event") if k in m)
+        lines.append(f"no-change controls, earlier value kept as current in context: {m['all']:.3f} "
+                     f"(en {m.get('en', 0):.3f}, zh {m.get('zh', 0):.3f}; {kinds}) of {m['cases']} "
+                     f"cases; shown only labelled as past: {w['all']:.3f}")
     return "\n".join(lines)
 
 

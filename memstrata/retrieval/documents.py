@@ -182,6 +182,31 @@ def is_question(text: str | None) -> bool:
                for s in sentences)
 
 
+#: the pieces of a chat message that are said apart: sentences, and in chat also the parts
+#: an emoji, a dash, a semicolon or (in Chinese) a comma sets apart — "ugh it's been raining
+#: in Leeds for 9 days 🙃 can you give me a packing list?" states where the user is before
+#: it asks, though it ends in one question mark
+_PIECE = re.compile(r"[^.!?。！？;；，—\u2014\u2600-\u27bf\U0001f000-\U0001faff]+[.!?。！？]*")
+
+
+def states_something(text: str | None) -> bool:
+    """Whether a message states something besides what it asks: it is not a question
+    (:func:`is_question`), or a piece of it (:data:`_PIECE`) of at least three words, or
+    four Chinese characters, is not one. "Hi, where do I live now?" and "我住在哪里？"
+    state nothing; "我家狗狗豆豆最近老是掉毛，有什么办法吗？" states that the user has a dog."""
+    if not is_question(text):
+        return bool((text or "").strip())
+    # an English comma does not set a statement apart: split there ("I'm driving a Mazda 3,
+    # any tips for insurance?"), more first messages competed, and on 170 pairs where the
+    # later statement replaces nothing, 12 earlier values were labelled as past instead of 5
+    for piece in _PIECE.findall(text or ""):
+        piece = piece.strip()
+        long_enough = len(re.findall(r"[\u4e00-\u9fff]", piece)) >= 4 or len(piece.split()) >= 3
+        if long_enough and not is_question(piece):
+            return True
+    return False
+
+
 _ASKS_ASSISTANT = re.compile(
     # what the assistant said — not a request for something new: "Can you suggest…" and
     # "你推荐一下…" ask for an answer now, "what did you suggest" and "你之前推荐的" for one

@@ -26,8 +26,10 @@ from ..stores.base import DocInfo, ItemStore, MetaStore, SearchIndex
 from ..text import analyze
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, Status, utcnow
 from .calibration import Calibration, calibration_for
-from .currency import Stale, asks_about_now, asks_about_past, current_first, latest_first, stale_marks
-from .documents import SOURCE_TAG, asks_about_assistant, build_query, is_question, split_question
+from .currency import (Stale, asks_about_now, asks_about_past, current_first, earlier_states, latest_first,
+                       stale_marks)
+from .documents import (SOURCE_TAG, asks_about_assistant, build_query, is_question, split_question,
+                        states_something)
 from .fusion import Candidate, Fused, fuse
 from .indexer import cache_partition
 from .rank import feature_matrix
@@ -56,13 +58,14 @@ def _speakers_named(query: str, infos: "Iterable[DocInfo]") -> list[str]:
 
 def _said_by_user(info: DocInfo | None, hit: SearchHit) -> bool:
     """Whether a hit is something the user stated in a conversation, at a time: their own
-    turn that is not a question, or an item drawn from one. A knowledge-base chunk, an
-    item remembered directly (a LangGraph store value), an assistant's turn or a repeated
-    question is not a statement of the user's current state (:func:`.currency.latest_first`)."""
+    turn that states something (not only a question), or an item drawn from one. A
+    knowledge-base chunk, an item remembered directly (a LangGraph store value), an
+    assistant's turn or a repeated question is not a statement of the user's current
+    state (:func:`.currency.latest_first`)."""
     if info is None:
         return False
     if hit.layer is Layer.EPISODIC:
-        return hit.role == "user" and not is_question(info.text)
+        return hit.role == "user" and states_something(info.text)
     return hit.layer is Layer.SEMANTIC and any(t.startswith(SOURCE_TAG) for t in info.tags)
 
 
@@ -372,6 +375,10 @@ class Retriever:
                 and not _speakers_named(query, infos.values()):
             said = {h.id for h in hits if _said_by_user(infos.get(h.id), h)}
             placed = latest_first(hits[:k], ratio=self.settings.latest_ratio, among=said)
+            # and what a later change replaced is marked as a former state, to be shown so
+            placed = earlier_states(placed, ratio=self.settings.latest_ratio, among=said,
+                                    texts={h.id: infos[h.id].text for h in placed if h.id in infos},
+                                    query=query)
             # each place keeps its score and its order value, whichever hit now stands there
             orders = {new.id: orders.get(old.id, old.score) for old, new in zip(hits, placed)}
             hits = placed

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memstrata.providers.embedders import Embedder
+from memstrata.retrieval.currency import CHANGE_FORM_EN, CHANGE_FORM_ZH, is_change, is_negation
 from memstrata.text import is_cjk_text, pos_tags
 from memstrata.types import Kind, MemoryItem
 
@@ -62,24 +63,6 @@ SLOTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "name": (("name",), ("name", "名字", "姓名")),
 }
 
-#: The words of a change of state. Words that only date an event — "just", "recently",
-#: "finally", "new", "started" — are not among them: on long real chats (LongMemEval) they
-#: made most statements look like changes ("I just set up my new smart TV" ended "User is
-#: planning a weekend getaway"); a slot a rule names (city, employer, job) changes with a
-#: new value whatever the words.
-_CHANGE_EN = re.compile(
-    r"\b(?:since (?:last|this|early|late|the start of|the beginning of|a few|\w+ (?:weeks|months) ago)|"
-    r"starting|from now on|now|nowadays|these days|no longer|any ?more|switch(?:ed)?|"
-    r"mov(?:ed|ing)|chang(?:ed|ing)|"
-    r"quit|sold|stopped|gave up|given up|cut (?:out|back|down)|down to|up to|dropped to|instead|"
-    r"took up|traded|replaced|swapped|ditched|dropped|exchanged|gave away|"
-    r"retired|left|joined|became|got (?:a|an|my) new|"
-    r"used to|not any|barely|hardly|rarely|anymore|gained|lost|"
-    r"promoted|transferred|relocated|broke up|divorced|married|engaged)\b", re.I)
-_CHANGE_ZH = re.compile(
-    r"现在|如今|目前|已经|搬到|搬去|搬家|改成|改用|改为|换成|换了|换到|转到|转行|转而|不再|辞职|辞掉|离职|跳槽|"
-    r"减到|降到|涨到|增加到|升到|变成|卖了|卖掉|戒了|戒掉|开始|最近|退休|新|不[^，,。]{0,8}了|"
-    r"不怎么|很少|几乎不|基本不|胖了|瘦了|长到|到了")
 #: words that report a change or a time but say nothing of the slot
 _DROP_EN = re.compile(
     r"\b(?:now|nowadays|these days|no longer|any ?more|just|recently|finally|actually|already|"
@@ -136,24 +119,6 @@ def slot_named(query: str) -> str | None:
     return None
 
 
-_NEGATION_EN = re.compile(r"\b(?:don't|doesn't|didn't|do not|does not|no longer|never|isn't|aren't|"
-                          r"am not|'m not|not any ?more|not anymore)\b|n't\b.*\bany ?more\b", re.I)
-_NEGATION_ZH = re.compile(r"不再|已经不|不是|没有再|不[^，,。]{0,8}了|再也不")
-
-
-def is_negation(text: str) -> bool:
-    """Whether a statement says something no longer holds ("I don't drive it anymore",
-    "我不再当护士了")."""
-    return bool(_NEGATION_ZH.search(text) if is_cjk_text(text) else _NEGATION_EN.search(text))
-
-
-def is_change(text: str) -> bool:
-    """Whether a statement's form reports a change of state (either language)."""
-    text = _DURATIVE_NOW.sub(" ", text)
-    return bool((_CHANGE_ZH if is_cjk_text(text) else _CHANGE_EN).search(text)
-                or (is_cjk_text(text) and _CHANGE_EN.search(text)))
-
-
 #: the sentences of a short message, said together: a change said in one of them ("I quit
 #: coffee; it's green tea every morning") is the message's; in a longer one each sentence
 #: speaks for itself
@@ -180,12 +145,6 @@ _IRREALIS_EN = re.compile(
     r"hop(?:e|es|ing) to|might|try(?:ing)? to|tries to|need(?:s)? to|wish(?:es)? to|"
     r"interested in|curious|excited to)\b", re.I)
 _IRREALIS_ZH = re.compile(r"打算|计划|准备|想要|考虑|希望|正在找|在找|将要|将会|想试|想去|想学|想买|有兴趣")
-#: "for three weeks now": a duration up to now says the state goes on, not that it changed
-_DURATIVE_NOW = re.compile(
-    r"\bfor (?:about |over |almost |nearly |the (?:past|last) )?(?:a few|a couple of|several|"
-    r"\w+) (?:days|weeks|months|years) now\b", re.I)
-
-
 def is_irrealis(text: str) -> bool:
     """Whether a statement is a wish, plan, intention or request rather than a state."""
     return bool((_IRREALIS_ZH if is_cjk_text(text) else _IRREALIS_EN).search(text))
@@ -215,19 +174,19 @@ def anchors(text: str) -> set[str]:
     """The content words of a statement ("Corolla", "java", "跑步"), without the change
     words: what ties a change to the fact it changes."""
     stripped = _DROP_ZH.sub(" ", _DROP_EN.sub(" ", text))
-    stripped = (_CHANGE_ZH.sub(" ", stripped))
+    stripped = (CHANGE_FORM_ZH.sub(" ", stripped))
     # a value may be short: a capitalised word of two letters ("Go") is an anchor too
     words = [w for w in re.findall(r"[A-Za-z][A-Za-z0-9+#'-]*", stripped)
              if len(w) >= 3 or (len(w) == 2 and any(c.isupper() for c in w))]
     out = {_stem(w.casefold()) for w in words
-           if w.casefold() not in _STOP_EN and not _CHANGE_EN.fullmatch(w)}
+           if w.casefold() not in _STOP_EN and not CHANGE_FORM_EN.fullmatch(w)}
     for run in re.findall(r"[\u4e00-\u9fff]+", stripped):
         chars = [c for c in run]
         out.update(a + b for a, b in zip(chars, chars[1:]) if a not in _STOP_ZH and b not in _STOP_ZH)
     return out
 
 
-#: the change words of :data:`_CHANGE_ZH` / :data:`_CHANGE_EN` that say nothing of the slot
+#: the change words of :data:`CHANGE_FORM_ZH` / :data:`CHANGE_FORM_EN` that say nothing of the slot
 #: (not "不…了", whose verb is the slot)
 _CHANGE_WORDS_ZH = re.compile(r"现在|如今|目前|已经|改成|改用|改为|换成|转行|转而|后来|开始|最近|不再")
 _CHANGE_WORDS_EN = re.compile(r"\b(?:now|nowadays|these days|no longer|any ?more|switched|instead|"
