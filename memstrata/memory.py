@@ -51,7 +51,7 @@ from .providers.llm import LLM, parse_provider
 from .providers.rerank import parse_reranker
 from .providers.metered import MeteredLLM
 from .requests import SearchRequest
-from .retrieval.indexer import Indexer, embed_uncached, turn_dense_texts
+from .retrieval.indexer import Indexer, cache_key, embed_uncached, turn_dense_texts
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState, open_session_store
 from .stores import open_store
@@ -153,12 +153,15 @@ class Memory:
             self.worker.start()  # resume what a previous process left pending, sweep open sessions
 
     def _prepare_jobs(self, jobs: list[Job]) -> None:
-        """Embed the turns of queued extraction jobs together, ``embed_batch`` texts per
-        call, into the embedding cache, where each job then finds its vectors. A user's
-        vectors are cached only if nothing of theirs was forgotten since their turns were
-        read (else their job embeds what is left itself)."""
+        """Embed what queued extraction jobs will embed, together, ``embed_batch`` texts
+        per call: their turns and their candidates' probes into the embedding cache,
+        their slot texts into the slot matcher's, where each job then finds its vectors.
+        A user's vectors are kept only if nothing of theirs was forgotten since their
+        turns were read (else their job embeds what is left itself)."""
         texts: list[tuple[Scope, str]] = []
+        slots: dict[Scope, list[str]] = {}
         seen: dict[Scope, str] = {}
+        window = self.pipeline.config.window
         for job in jobs:
             if job.kind != "extract":
                 continue
@@ -166,9 +169,14 @@ class Memory:
             if scope not in seen:
                 seen[scope] = self.forgetter.epoch(scope)  # before reading a turn
             sid, lo, hi = job.payload["session_id"], int(job.payload["from_seq"]), int(job.payload["to_seq"])
-            start = max(0, lo - 6)  # the turns before, as Indexer.embed_turns reads them
+            # the turns before, as Indexer.embed_turns and the job read them
+            start = max(0, lo - max(6, window))
             turns = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
             texts += [(scope, t) for t in turn_dense_texts(turns, {m.id for m in turns if m.seq >= lo})]
+            context = [m for m in turns if m.seq >= lo - window]
+            probes, slot_texts = self.pipeline.foreseen(scope, sid, context, lo)
+            texts += [(scope, t) for t in probes]
+            slots.setdefault(scope, []).extend(slot_texts)
 
         def keep(scope: Scope, vectors: dict[str, Any]) -> None:
             try:
@@ -177,9 +185,35 @@ class Memory:
             except Rerun:
                 pass
 
-        done = embed_uncached(self.store, self.embedder, texts, batch=self.settings.embed_batch,
-                              keep=keep)
-        log.debug("prepared %d job(s): %d text(s) embedded", len(jobs), done)
+        batch = self.settings.embed_batch
+        done = embed_uncached(self.store, self.embedder, texts, batch=batch, keep=keep)
+        # a slot text is often the statement itself, whose probe vector is in the cache now
+        every: list[tuple[Scope, str]] = []
+        for scope, wanted in slots.items():
+            wanted = list(dict.fromkeys(wanted))
+            keys = [cache_key(scope, t) for t in wanted]
+            cached = self.store.cached_vectors(self.embedder.name, sorted(set(keys)))
+            known = [(t, cached[k]) for t, k in zip(wanted, keys) if k in cached]
+            self._keep_slots(scope, seen[scope], [t for t, _ in known], [v for _, v in known])
+            every += [(scope, t) for t, k in zip(wanted, keys) if k not in cached]
+        for start in range(0, len(every), batch):
+            chunk = every[start:start + batch]
+            vectors = self.embedder.embed([t for _, t in chunk], kind="passage")
+            for scope in dict.fromkeys(s for s, _ in chunk):
+                self._keep_slots(scope, seen[scope], [t for s, t in chunk if s == scope],
+                                 [v for (s, _), v in zip(chunk, vectors) if s == scope])
+        log.debug("prepared %d job(s): %d text(s) embedded, %d slot text(s)", len(jobs), done, len(every))
+
+    def _keep_slots(self, scope: Scope, seen: str, texts: list[str], vectors: list[Any]) -> None:
+        """Slot vectors prepared for a user's jobs, kept unless a forget of theirs
+        committed since their turns were read."""
+        if not texts:
+            return
+        try:
+            with self.forgetter.unchanged(scope, seen):
+                self.pipeline.slots.keep(texts, vectors)
+        except Rerun:
+            pass
 
     def _open_llm(self, llm: "str | LLM | None") -> MeteredLLM | None:
         s = self.settings

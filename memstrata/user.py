@@ -42,7 +42,7 @@ from .providers.embedders import Embedder
 from .providers.metered import MeteredLLM
 from .quoting import quote_data
 from .requests import ContextRequest, SearchRequest
-from .retrieval.indexer import Indexer, embed_uncached, turn_dense_texts
+from .retrieval.indexer import Indexer, cache_key, embed_uncached, turn_dense_texts
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState
 from .stores.base import IdempotentAdd, Job, ProfileVersion, SessionInfo, Store
@@ -358,8 +358,9 @@ class UserMemory:
         again stores no session twice, and only the turns not indexed yet are indexed —
         their vectors committed batch by batch in the embedding cache, so nothing an
         interrupted run embedded is embedded again. With ``extract`` each session also
-        gets an extraction job, queued once the turns are indexed (off by default:
-        imports are often benchmarks of raw-turn retrieval).
+        gets an extraction job, queued as soon as its turns are indexed, so extraction
+        runs beside the embedding of the later sessions (off by default: imports are
+        often benchmarks of raw-turn retrieval).
         """
         if isinstance(sessions, (str, bytes, Mapping)) or not isinstance(sessions, Iterable):
             raise ValidationError("sessions must be a list of dicts like {'session_id': ..., "
@@ -379,47 +380,65 @@ class UserMemory:
         with m.store.transaction():
             results = [self.add(messages, sid, index=False, extract=False, idempotency_key=key)
                        for messages, sid, key in keyed]
-        self._index_imported(results, progress)
-        if extract and m.settings.extraction != "off" and not m.session_manager.sessions.hot_log:
-            self._enqueue_imported(results)
+        self._index_imported(results, progress, extract=extract and m.settings.extraction != "off"
+                             and not m.session_manager.sessions.hot_log)
         return results
 
-    def _enqueue_imported(self, results: Sequence[AddResult]) -> None:
-        """The imported sessions' extraction jobs, queued once their turns are indexed (a
-        job queued with the turns would be run while the import still embeds them, and
-        embed them a second time); a session that has its job from an earlier run of the
-        same import does not get another."""
+    def _index_imported(self, results: Sequence[AddResult], progress: bool, *, extract: bool) -> None:
+        """Index the imported turns not indexed yet, session after session: their vectors
+        embedded ``embed_batch`` at a time across sessions into the cache (the progress
+        bar, with its ETA), and each session indexed as soon as all of its vectors are
+        there. With ``extract`` a session's extraction job is queued once it is indexed,
+        so the worker extracts from the sessions done while the import embeds the next
+        ones (a job queued with the turns would embed them a second time, beside the
+        import); a session that has its job from an earlier run of the same import does
+        not get another."""
         m = self.memory
+        batch = m.settings.embed_batch
         queued = {(j.payload.get("session_id"), j.payload.get("from_seq"), j.payload.get("to_seq"))
-                  for j in m.store.list_jobs(self.scope, limit=10**6) if j.kind == "extract"}
-        with m.store.transaction():
-            for r in results:
-                span = (r.session_id, r.messages[0].seq, r.messages[-1].seq) if r.messages else None
-                if span is not None and span not in queued:
-                    m.enqueue_extract(self.scope, *span)
-        m.wake_worker()
+                  for j in m.store.list_jobs(self.scope, limit=10**6) if j.kind == "extract"} \
+            if extract else set()
 
-    def _index_imported(self, results: Sequence[AddResult], progress: bool) -> None:
-        """Index the imported turns not indexed yet: first their vectors, embedded across
-        sessions ``embed_batch`` at a time into the cache (the progress bar, with its
-        ETA), then each session's documents, which find every vector there."""
-        m = self.memory
+        def done(result: AddResult, turns: Sequence[Message]) -> None:
+            for start in range(0, len(turns), batch):
+                m.indexer.index_turns(self.scope, result.session_id, turns[start:start + batch])
+            span = (result.session_id, result.messages[0].seq, result.messages[-1].seq) \
+                if result.messages else None
+            if extract and span is not None and span not in queued:
+                with m.store.transaction():
+                    m.enqueue_extract(self.scope, *span)
+                m.wake_worker()
+
         indexed: set[str] = set()
         every = [msg.id for r in results for msg in r.messages]
         for start in range(0, len(every), 500):
             indexed.update(m.store.doc_info(self.scope, every[start:start + 500]))
-        todo = [(r.session_id, [msg for msg in r.messages if msg.id not in indexed
-                                and msg.role is not Role.SYSTEM]) for r in results]
-        todo = [(sid, msgs) for sid, msgs in todo if msgs]
-        texts = [(self.scope, text) for sid, msgs in todo
-                 for text in turn_dense_texts(self._session_turns(sid, msgs), {x.id for x in msgs})]
-        batch = m.settings.embed_batch
+        todo = [(r, [msg for msg in r.messages if msg.id not in indexed and msg.role is not Role.SYSTEM])
+                for r in results]
+        # each distinct text not cached yet, in the sessions' order, with its session's place
+        texts = [(k, text) for k, (r, msgs) in enumerate(todo) if msgs
+                 for text in turn_dense_texts(self._session_turns(r.session_id, msgs), {x.id for x in msgs})]
+        keys = [cache_key(self.scope, text) for _, text in texts]
+        cached = set(m.store.cached_vectors(m.embedder.name, sorted(set(keys)))) if keys else set()
+        missing: list[tuple[int, str]] = []
+        for (k, text), key in zip(texts, keys):
+            if key not in cached:
+                cached.add(key)
+                missing.append((k, text))
+        ready = 0  # the sessions before this one have every vector in the cache
         with tqdm(total=len(texts), desc=f"embedding {self.user_id}", unit="msg",
                   disable=not progress, leave=False) as bar:
-            embed_uncached(m.store, m.embedder, texts, batch=batch, progress=bar.update)
-        for sid, msgs in todo:
-            for start in range(0, len(msgs), batch):
-                m.indexer.index_turns(self.scope, sid, msgs[start:start + batch])
+            bar.update(len(texts) - len(missing))
+            for start in range(0, len(missing), batch):
+                chunk = missing[start:start + batch]
+                embed_uncached(m.store, m.embedder, [(self.scope, text) for _, text in chunk], batch=batch)
+                bar.update(len(chunk))
+                upto = missing[start + batch][0] if start + batch < len(missing) else len(todo)
+                for r, msgs in todo[ready:upto]:
+                    done(r, msgs)
+                ready = max(ready, upto)
+            for r, msgs in todo[ready:]:
+                done(r, msgs)
 
     def _session_turns(self, session_id: str, part: Sequence[Message]) -> builtins.list[Message]:
         """``part`` (turns of one session, in order) with the turns before it that its

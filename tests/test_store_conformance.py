@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -165,6 +165,22 @@ def test_items_write_get_list_with_filters(store: Store) -> None:
         store.get_item(ALICE, "nope")
     with pytest.raises(errors.ValidationError):
         store.write_item(Scope("bob"), got, ItemVersion("m1", 1, "create", "t", "r", T0, None, None))
+
+
+def test_slot_items_are_the_active_ones_of_a_prefix_among_the_newest(store: Store) -> None:
+    said = [("f1", "family:daughter", Status.ACTIVE), ("f2", "family:son", Status.SUPERSEDED),
+            ("x3", "job", Status.ACTIVE), ("f4", "family:wife", Status.ACTIVE), ("x5", None, Status.ACTIVE)]
+    for day, (item_id, attribute, status) in enumerate(said):
+        put_item(store, ALICE, replace(item(ALICE, item_id, f"said {item_id}", days=day, status=status),
+                                       attribute=attribute, value=item_id))
+    put_item(store, Scope("bob"), replace(item(Scope("bob"), "b1", "bob's", days=9), attribute="family:son"))
+    assert [i.id for i in store.list_slot_items(ALICE, "family:", among=100)] == ["f4", "f1"]
+    # what list_items and a filter give: among the newest active items only
+    newest = store.list_items(ALICE, Filters(), limit=3)
+    assert [i.id for i in store.list_slot_items(ALICE, "family:", among=3)] == \
+        [i.id for i in newest if (i.attribute or "").startswith("family:")] == ["f4"]
+    assert store.list_slot_items(ALICE, "family:", among=100)[0] == store.get_item(ALICE, "f4")
+    assert store.list_slot_items(ALICE, "health:", among=100) == []
 
 
 def test_history_keeps_every_version_oldest_first(store: Store) -> None:

@@ -89,7 +89,10 @@ def test_an_interrupted_import_resumes_without_storing_or_embedding_twice(tmp_pa
         with pytest.raises(ProviderError):
             m.import_conversation(sessions, "lin", progress=False, extract=True)
         assert sum(len(m.messages("lin", f"s{i}")) for i in range(12)) == 36  # stored first
-        assert _vectors_of(m, "lin") == 0 and sum(first.texts.values()) == 16
+        assert sum(first.texts.values()) == 16
+        # the five sessions whose turns were all in those batches are indexed, with their jobs
+        assert _vectors_of(m, "lin") == 15
+        assert sorted(j.payload["session_id"] for j in m.jobs("lin")) == [f"s{i}" for i in range(5)]
     second = Counting()
     with Memory(url, embedder=second, worker="off", embed_batch=8) as m:
         m.import_conversation(sessions, "lin", progress=False, extract=True)
@@ -102,6 +105,59 @@ def test_an_interrupted_import_resumes_without_storing_or_embedding_twice(tmp_pa
     with Memory(url, embedder=third, worker="off", embed_batch=8) as m:
         results = m.import_conversation(sessions, "lin", progress=False)
         assert all(r.replayed for r in results) and third.batches == []
+
+
+def test_an_import_queues_each_sessions_job_as_soon_as_its_turns_are_indexed(tmp_path):
+    class Watching(Counting):
+        memory: Memory | None = None
+        jobs: list[list[str]]
+
+        def embed(self, texts: list[str], *, kind: TextKind = "passage") -> np.ndarray:
+            if self.memory is not None and kind == "passage":
+                self.jobs.append([j.payload["session_id"] for j in self.memory.jobs("lin")])
+            return super().embed(texts, kind=kind)
+
+    watching = Watching()
+    watching.jobs = []
+    with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder=watching, worker="off", embed_batch=8) as m:
+        watching.memory = m
+        m.import_conversation(_sessions(6), "lin", progress=False, extract=True)
+        watching.memory = None
+        # batches of 8 turns over sessions of 3: before the second batch sessions s0 and s1
+        # are whole, indexed and have their jobs (the worker extracts while s2… embed)
+        assert watching.jobs[:3] == [[], ["s0", "s1"], ["s0", "s1", "s2", "s3", "s4"]]
+        assert sorted(j.payload["session_id"] for j in m.jobs("lin")) == [f"s{i}" for i in range(6)]
+        assert _vectors_of(m, "lin") == 18
+        m.flush()
+
+
+def _extracted(memory: Memory, user: str) -> list[tuple[str, str, str | None, str | None]]:
+    return sorted((i.kind.value, i.content, i.attribute, i.value) for i in memory.user(user).list(limit=1000))
+
+
+def test_the_worker_embeds_what_queued_extraction_jobs_will_compare_in_a_few_batches(tmp_path):
+    said = ["I moved to Hangzhou last spring", "我女儿叫朵朵", "朵朵今年九岁了",
+            "I work as a nurse at the city hospital", "I don't drink coffee anymore", "我现在住在北京"]
+    sessions = [{"session_id": f"s{i}", "messages": [{"role": "user", "content": text},
+                                                     {"role": "assistant", "content": "Noted."}]}
+                for i, text in enumerate(said)]
+    runs = {}
+    for prepared in (True, False):
+        counting = Counting()
+        with Memory(f"sqlite:///{tmp_path / f'{prepared}.db'}", embedder=counting, worker="off",
+                    embed_batch=64) as m:
+            if not prepared:
+                m.worker.prepare = None
+            m.import_conversation(sessions, "lin", progress=False)
+            for s in sessions:
+                m.enqueue_extraction("lin", s["session_id"])
+            before = len(counting.batches)
+            m.flush()
+            runs[prepared] = (_extracted(m, "lin"), counting.batches[before:])
+    items, batches = runs[True]
+    assert items == runs[False][0] and len(items) == 4  # the same memory, whoever embedded it
+    unprepared = runs[False][1]
+    assert len(batches) < len(unprepared) / 2  # a few batches, not a call or two per job
 
 
 def test_the_worker_embeds_queued_jobs_of_several_users_together(tmp_path):
@@ -142,8 +198,10 @@ def test_a_forget_while_jobs_are_prepared_keeps_their_vectors_out_of_the_cache(t
         forgetting.memory = m
         m._prepare_jobs(jobs)
         scope = m.user("lin").scope
-        assert forgetting.batches == [texts]
-        assert m.store.cached_vectors(forgetting.name, [cache_key(scope, t) for t in texts]) == {}
+        embedded = [t for batch in forgetting.batches for t in batch]
+        assert set(texts) < set(embedded)  # the turn, and what its job will compare (its probe)
+        assert m.store.cached_vectors(forgetting.name, [cache_key(scope, t) for t in embedded]) == {}
+        assert m.pipeline.slots._cache.keys().isdisjoint(embedded)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -486,6 +486,12 @@ class ItemStore(Protocol):
         """Items, newest first, narrowed by ``filters`` (kinds, statuses, tags, time)."""
 
     @abstractmethod
+    def list_slot_items(self, scope: Scope, prefix: str, *, among: int) -> list[MemoryItem]:
+        """The active items whose attribute starts with ``prefix`` (``"family:"``) among
+        the user's newest ``among`` active items, newest first: what :meth:`list_items`
+        and a filter on the attribute give, without reading every item into Python."""
+
+    @abstractmethod
     def history(self, scope: Scope, item_id: str) -> list[ItemVersion]:
         """Every version row of an item, oldest first."""
 

@@ -265,8 +265,8 @@ class Pipeline:
             return cands
         names = {(c.value or ""): c.attribute[len("family:"):] for c in cands
                  if c.attribute and c.attribute.startswith("family:") and c.value}
-        for item in self.store.list_items(scope, _ACTIVE_ANY, limit=10_000):
-            if item.attribute and item.attribute.startswith("family:") and item.value:
+        for item in self.store.list_slot_items(scope, "family:", among=10_000):
+            if item.attribute and item.value:
                 names.setdefault(item.value, item.attribute[len("family:"):])
         out = []
         for cand in cands:
@@ -278,8 +278,25 @@ class Pipeline:
     def embed_probes(self, scope: Scope, cands: Sequence[Candidate], now: datetime,
                      sid: str) -> np.ndarray:
         """The vectors candidates are compared with stored items by (through the cache)."""
-        probes = [item_texts(self._as_item(c, scope, now, sid))[3] for c in cands]
-        return embed_cached(self.store, self.embedder, scope, probes)
+        return embed_cached(self.store, self.embedder, scope, self._probe_texts(scope, cands, now, sid))
+
+    def _probe_texts(self, scope: Scope, cands: Sequence[Candidate], now: datetime, sid: str) -> list[str]:
+        return [item_texts(self._as_item(c, scope, now, sid))[3] for c in cands]
+
+    def foreseen(self, scope: Scope, sid: str, messages: Sequence[Message],
+                 lo: int) -> tuple[list[str], list[str]]:
+        """What an ``extract`` job over ``messages`` (its own turns from seq ``lo``, the
+        ones before as context, as :meth:`run_extract` reads them) will embed, as far as
+        the rules tell before it runs: ``(probes, slot_texts)`` — its candidates' probe
+        texts (embedded through the store's cache) and the slot texts not in the slot
+        matcher's cache. The worker embeds those of many queued jobs in a few batches
+        instead of each job making a call or two of one text each; a text the job ends
+        up not needing costs only its share of a batch, one it needs that was not
+        foreseen (after the LLM's or the stored people's say) it embeds itself."""
+        own = {m.id for m in messages if m.seq >= lo}
+        cands = [c for c in extract(messages, window=0) if set(c.source_message_ids) & own]
+        kept = screen(cands, self.config.credibility).long_term
+        return self._probe_texts(scope, kept, utcnow(), sid), self.slots.slot_texts(kept)
 
     def apply(self, scope: Scope, cands: Sequence[Candidate], vectors: np.ndarray,
               hits: Sequence[list[tuple[str, float]]], job: Job, now: datetime,

@@ -257,12 +257,32 @@ class SlotMatcher:
         self._cache: dict[str, np.ndarray] = {}
 
     def _vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        found = {t: self._cache[t] for t in texts if t in self._cache}
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
-            if len(self._cache) > 4096:
-                self._cache.clear()
-            self._cache.update(zip(missing, self.embedder.embed(list(missing), kind="passage")))
-        return [self._cache[t] for t in texts]
+            fresh = self.embedder.embed(missing, kind="passage")
+            found.update(zip(missing, fresh))
+            self.keep(missing, fresh)
+        return [found[t] for t in texts]
+
+    def keep(self, texts: Sequence[str], vectors: "Sequence[np.ndarray] | np.ndarray") -> None:
+        """Cache the vectors of slot texts (those :meth:`slot_texts` names)."""
+        if len(self._cache) + len(texts) > 4096:
+            self._cache.clear()
+        self._cache.update(zip(texts, vectors))
+
+    def slot_texts(self, cands: Sequence[Candidate]) -> list[str]:
+        """The slot texts the candidates will be compared by, not cached yet — each
+        candidate's own, which is also its text as a stored fact that a later candidate
+        is compared with — so that the worker can embed those of many jobs in one batch
+        before the jobs run (the vectors are the same in any batch)."""
+        texts = [slot_text(c.content) for c in cands if self._may_update(c)]
+        return [t for t in dict.fromkeys(texts) if t not in self._cache]
+
+    @staticmethod
+    def _may_update(cand: Candidate) -> bool:
+        return cand.kind in _STATEFUL and bool(cand.polarity or cand.change) \
+            and not is_irrealis(cand.content)
 
     def scores(self, text: str, others: Sequence[str]) -> list[float]:
         """Standard scores of the slot similarity of ``text`` with each of ``others``,
@@ -282,9 +302,7 @@ class SlotMatcher:
 
     def updates(self, cand: Candidate, items: Sequence[MemoryItem]) -> Slotted | None:
         """The stored fact ``cand`` replaces, if any (see the module's rules)."""
-        if cand.kind not in _STATEFUL or not cand.polarity and not cand.change:
-            return None
-        if is_irrealis(cand.content):
+        if not self._may_update(cand):
             return None
         pool = [i for i in items if (i.subject or "user") == cand.subject
                 and not is_irrealis(i.content)

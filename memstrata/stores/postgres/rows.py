@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ...errors import ConflictError
-from ...types import Filters, ItemVersion, MemoryItem, Message, Role, Scope, UsageRecord, new_id, utcnow
+from ...types import (Filters, ItemVersion, MemoryItem, Message, Role, Scope, Status, UsageRecord, new_id,
+                      utcnow)
 from .. import policy
 from ..base import IdempotentAdd, Job, ProfileVersion, SessionRecord, SummaryVersion
 from .connection import PostgresConnection, as_json
@@ -285,6 +286,16 @@ class PostgresRows(PostgresConnection):
                        "ORDER BY i.created_at DESC, i.id LIMIT %(limit)s OFFSET %(offset)s",
                        {**params, "ns": scope.namespace, "uid": scope.user_id, "limit": limit,
                         "offset": offset})
+        return [MemoryItem.from_dict(r) for r in rows]
+
+    def list_slot_items(self, scope: Scope, prefix: str, *, among: int) -> list[MemoryItem]:
+        key = {"ns": scope.namespace, "uid": scope.user_id}
+        rows = self._x("SELECT * FROM items WHERE namespace=%(ns)s AND user_id=%(uid)s "
+                       "AND left(attribute, %(n)s)=%(prefix)s AND id IN (SELECT id FROM items "
+                       "WHERE namespace=%(ns)s AND user_id=%(uid)s AND status=%(active)s "
+                       "ORDER BY created_at DESC, id LIMIT %(among)s) ORDER BY created_at DESC, id",
+                       {**key, "n": len(prefix), "prefix": prefix, "active": Status.ACTIVE.value,
+                        "among": among})
         return [MemoryItem.from_dict(r) for r in rows]
 
     def history(self, scope: Scope, item_id: str) -> list[ItemVersion]:

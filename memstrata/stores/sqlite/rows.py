@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ...errors import ConflictError
-from ...types import (Filters, ItemVersion, MemoryItem, Message, Role, Scope, UsageRecord, dumps,
+from ...types import (Filters, ItemVersion, MemoryItem, Message, Role, Scope, Status, UsageRecord, dumps,
                       from_timestamp, new_id, utcnow)
 from .. import policy
 from ..base import IdempotentAdd, Job, ProfileVersion, SessionRecord, SummaryVersion, iter_chunks
@@ -316,6 +316,14 @@ class SQLiteRows(SQLiteConnection):
         where, params = ["namespace=?", "user_id=?", *where], [scope.namespace, scope.user_id, *params]
         rows = self._x(f"SELECT * FROM items WHERE {' AND '.join(where)} "
                        "ORDER BY created_at DESC, id LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()
+        return [_item_from_row(r) for r in rows]
+
+    def list_slot_items(self, scope: Scope, prefix: str, *, among: int) -> list[MemoryItem]:
+        key = (scope.namespace, scope.user_id)
+        rows = self._x("SELECT * FROM items WHERE namespace=? AND user_id=? AND substr(attribute, 1, ?)=? "
+                       "AND id IN (SELECT id FROM items WHERE namespace=? AND user_id=? AND status=? "
+                       "ORDER BY created_at DESC, id LIMIT ?) ORDER BY created_at DESC, id",
+                       (*key, len(prefix), prefix, *key, Status.ACTIVE.value, among)).fetchall()
         return [_item_from_row(r) for r in rows]
 
     def history(self, scope: Scope, item_id: str) -> list[ItemVersion]:
