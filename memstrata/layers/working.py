@@ -137,6 +137,75 @@ def _strict_error(index: int, problem: str) -> ToolCallSequenceError:
         "policy='repair' to drop and strip the offending messages")
 
 
+_Kept = tuple[int, dict[str, Any], str, int]  # (source, message, kind, group no)
+
+
+def _tool_call_run(msgs: list[dict[str, Any]], i: int, policy: Policy, repairs: list[Dropped],
+                   group_no: int) -> tuple[list[_Kept], int]:
+    """The group of the assistant message ``msgs[i]`` that has tool calls: its answered
+    calls and their results (orphans dropped, unanswered calls stripped, each repair
+    listed in ``repairs``). Returns the kept messages and the index after the run of
+    tool results."""
+    call_ids: list[str] = []
+    msg = msgs[i]
+    for call in msg["tool_calls"]:
+        if call["id"] in call_ids:
+            if policy == "strict":
+                raise _strict_error(i, f"tool_call_id {call['id']!r} appears twice")
+        call_ids.append(call["id"])
+    answered: dict[str, tuple[int, dict[str, Any]]] = {}
+    j = i + 1
+    while j < len(msgs) and msgs[j]["role"] == Role.TOOL.value:
+        call_id = msgs[j]["tool_call_id"]
+        if call_id in call_ids and call_id not in answered:
+            answered[call_id] = (j, msgs[j])
+        elif policy == "strict":
+            raise _strict_error(j, f"tool result for tool_call_id {call_id!r} answers no "
+                                   f"open call of message {i}")
+        else:
+            repairs.append(Dropped("orphan_tool_result", (j,),
+                                   f"tool result {call_id!r} answers no open call of message {i}"))
+        j += 1
+    seen: set[str] = set()
+    calls = []
+    for call in msg["tool_calls"]:
+        if call["id"] in answered and call["id"] not in seen:
+            calls.append(call)
+            seen.add(call["id"])
+        elif policy == "strict":
+            raise _strict_error(i, f"tool call {call['id']!r} has no tool result after it")
+        else:
+            repairs.append(Dropped("unanswered_tool_call", (i,),
+                                   f"tool call {call['id']!r} stripped: no result follows it"))
+    kept: list[_Kept] = []
+    if calls:
+        kept.append((i, {**msg, "tool_calls": calls}, "tool_calls", group_no))
+        # results stay in input order (R1.3); the APIs accept any order within the run
+        kept.extend((src, res, "tool_calls", group_no)
+                    for src, res in sorted(answered[c["id"]] for c in calls))
+    elif msg.get("content") and msg["content"].strip():
+        plain = {k: v for k, v in msg.items() if k != "tool_calls"}
+        kept.append((i, plain, "assistant", group_no))
+    else:
+        repairs.append(Dropped("unanswered_tool_call", (i,),
+                               "assistant message dropped: no call answered and no text"))
+    return kept, j
+
+
+def _groups(kept: list[_Kept], tokenizer: Tokenizer | None) -> tuple[Group, ...]:
+    """Kept messages with the same group number become one :class:`Group`."""
+    groups: list[Group] = []
+    for pos, (src, msg, kind, group_no) in enumerate(kept):
+        tokens = count_message(msg, tokenizer)
+        if groups and kept[pos - 1][3] == group_no:
+            last = groups[-1]
+            groups[-1] = Group(last.kind, last.positions + (pos,), last.sources + (src,),
+                               last.tokens + tokens)
+        else:
+            groups.append(Group(kind, (pos,), (src,), tokens))
+    return tuple(groups)
+
+
 def group_messages(messages: Sequence[MessageLike], *, policy: Policy = "repair",
                    tokenizer: Tokenizer | None = None) -> Grouping:
     """Validate, repair (or reject) and group messages per R1.2.
@@ -149,7 +218,7 @@ def group_messages(messages: Sequence[MessageLike], *, policy: Policy = "repair"
         raise ValidationError(f"policy must be one of {', '.join(POLICIES)}, not {shown(policy)}")
     msgs = _normalise(messages)
     repairs: list[Dropped] = []
-    kept: list[tuple[int, dict[str, Any], str, int]] = []  # (source, message, kind, group no)
+    kept: list[_Kept] = []
     i = 0
     while i < len(msgs):
         msg = msgs[i]
@@ -162,66 +231,13 @@ def group_messages(messages: Sequence[MessageLike], *, policy: Policy = "repair"
             repairs.append(Dropped("orphan_tool_result", (i,),
                                    f"tool result {call_id!r} has no matching call before it"))
             i += 1
-            continue
-        if role != Role.ASSISTANT.value or not msg.get("tool_calls"):
+        elif role != Role.ASSISTANT.value or not msg.get("tool_calls"):
             kept.append((i, msg, role, len(kept)))
             i += 1
-            continue
-        # An assistant message with tool calls: collect the run of tool results after it.
-        call_ids: list[str] = []
-        for call in msg["tool_calls"]:
-            if call["id"] in call_ids:
-                if policy == "strict":
-                    raise _strict_error(i, f"tool_call_id {call['id']!r} appears twice")
-            call_ids.append(call["id"])
-        answered: dict[str, tuple[int, dict[str, Any]]] = {}
-        j = i + 1
-        while j < len(msgs) and msgs[j]["role"] == Role.TOOL.value:
-            call_id = msgs[j]["tool_call_id"]
-            if call_id in call_ids and call_id not in answered:
-                answered[call_id] = (j, msgs[j])
-            elif policy == "strict":
-                raise _strict_error(j, f"tool result for tool_call_id {call_id!r} answers no "
-                                       f"open call of message {i}")
-            else:
-                repairs.append(Dropped("orphan_tool_result", (j,),
-                                       f"tool result {call_id!r} answers no open call of message {i}"))
-            j += 1
-        seen: set[str] = set()
-        calls = []
-        for call in msg["tool_calls"]:
-            if call["id"] in answered and call["id"] not in seen:
-                calls.append(call)
-                seen.add(call["id"])
-            elif policy == "strict":
-                raise _strict_error(i, f"tool call {call['id']!r} has no tool result after it")
-            else:
-                repairs.append(Dropped("unanswered_tool_call", (i,),
-                                       f"tool call {call['id']!r} stripped: no result follows it"))
-        group_no = len(kept)
-        if calls:
-            kept.append((i, {**msg, "tool_calls": calls}, "tool_calls", group_no))
-            # results stay in input order (R1.3); the APIs accept any order within the run
-            kept.extend((src, res, "tool_calls", group_no)
-                        for src, res in sorted(answered[c["id"]] for c in calls))
-        elif msg.get("content") and msg["content"].strip():
-            plain = {k: v for k, v in msg.items() if k != "tool_calls"}
-            kept.append((i, plain, "assistant", group_no))
         else:
-            repairs.append(Dropped("unanswered_tool_call", (i,),
-                                   "assistant message dropped: no call answered and no text"))
-        i = j
-    out_msgs = tuple(m for _, m, _, _ in kept)
-    groups: list[Group] = []
-    for pos, (src, msg, kind, group_no) in enumerate(kept):
-        tokens = count_message(msg, tokenizer)
-        if groups and kept[pos - 1][3] == group_no:
-            last = groups[-1]
-            groups[-1] = Group(last.kind, last.positions + (pos,), last.sources + (src,),
-                               last.tokens + tokens)
-        else:
-            groups.append(Group(kind, (pos,), (src,), tokens))
-    return Grouping(out_msgs, tuple(groups), tuple(repairs))
+            run, i = _tool_call_run(msgs, i, policy, repairs, len(kept))
+            kept.extend(run)
+    return Grouping(tuple(m for _, m, _, _ in kept), _groups(kept, tokenizer), tuple(repairs))
 
 
 def _summary_message(summary: Any) -> dict[str, Any] | None:
@@ -234,19 +250,7 @@ def _summary_message(summary: Any) -> dict[str, Any] | None:
     return {"role": "system", "content": text} if text.strip() else None
 
 
-def trim(messages: Sequence[MessageLike], budget: int | None = None, *,
-         strategy: Strategy = "budget", window: int = DEFAULT_WINDOW, summary: Any = None,
-         tokenizer: Tokenizer | None = None, policy: Policy = "repair") -> TrimResult:
-    """Choose the messages to send: all system messages, then the newest groups that fit.
-
-    ``budget`` is in tokens and covers the whole output as :func:`memstrata.tokens.
-    count_messages` counts it; it is required for ``strategy="budget"`` and optional
-    for the window strategies. ``window`` is a number of turns (a turn starts at a user
-    message). ``summary`` (a string or a ``StructuredSummary``) is used by
-    ``"summary+window"`` only; it is left out, and reported, if it does not fit.
-
-    Raises :class:`BudgetError` when the system messages alone exceed ``budget``.
-    """
+def _check_trim_args(budget: int | None, strategy: str, window: int) -> None:
     if strategy not in ("budget", "window", "summary+window"):
         raise ValidationError(f"strategy must be 'budget', 'window' or 'summary+window', "
                               f"not {shown(strategy)}")
@@ -256,26 +260,13 @@ def trim(messages: Sequence[MessageLike], budget: int | None = None, *,
         raise ValidationError("strategy 'budget' needs a budget (tokens), e.g. budget=4000")
     if strategy != "budget" and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         raise ValidationError(f"window must be a positive number of turns, not {shown(window)}")
-    grouping = group_messages(messages, policy=policy, tokenizer=tokenizer)
-    groups = grouping.groups
-    dropped = list(grouping.repairs)
-    system_tokens = sum(g.tokens for g in groups if g.kind == "system")
-    used = REPLY_PRIMING + system_tokens
-    if budget is not None and used > budget:
-        raise BudgetError(f"the system messages need {used} tokens (with the reply priming) "
-                          f"but the budget is {budget}; raise the budget to at least {used} "
-                          "or shorten the system prompt")
-    summary_msg = _summary_message(summary) if strategy == "summary+window" else None
-    summary_tokens = 0
-    if summary_msg is not None:
-        cost = count_message(summary_msg, tokenizer)
-        if budget is not None and used + cost > budget:
-            dropped.append(Dropped("summary_over_budget", (), f"summary needs {cost} tokens, "
-                                   f"{budget - used} left after the system messages", cost))
-            summary_msg = None
-        else:
-            summary_tokens = cost
-            used += cost
+
+
+def _select(groups: tuple[Group, ...], strategy: str, window: int, budget: int | None,
+            used: int, dropped: list[Dropped]) -> tuple[set[int], int]:
+    """The groups to keep (every system group, then the newest that fit the window and
+    the budget, stopping at the first that does not) and the tokens used after them.
+    The groups left out are appended to ``dropped``."""
     others = [k for k, g in enumerate(groups) if g.kind != "system"]
     first_in_window = 0
     if strategy != "budget":
@@ -296,17 +287,62 @@ def trim(messages: Sequence[MessageLike], budget: int | None = None, *,
         else:
             keep.add(k)
             used += g.tokens
+    return keep, used
+
+
+def _in_order(grouping: Grouping, keep: set[int],
+              summary_msg: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The kept groups' messages in input order, the summary after the leading system
+    messages."""
     out: list[dict[str, Any]] = []
     placed = summary_msg is None
-    for k, g in enumerate(groups):
+    for k, g in enumerate(grouping.groups):
         if summary_msg is not None and not placed and g.kind != "system":
-            out.append(summary_msg)  # after the leading system messages
+            out.append(summary_msg)
             placed = True
         if k in keep:
             out.extend(dict(grouping.messages[p]) for p in g.positions)
     if summary_msg is not None and not placed:
         out.append(summary_msg)
-    return TrimResult(out, TrimReport(
+    return out
+
+
+def trim(messages: Sequence[MessageLike], budget: int | None = None, *,
+         strategy: Strategy = "budget", window: int = DEFAULT_WINDOW, summary: Any = None,
+         tokenizer: Tokenizer | None = None, policy: Policy = "repair") -> TrimResult:
+    """Choose the messages to send: all system messages, then the newest groups that fit.
+
+    ``budget`` is in tokens and covers the whole output as :func:`memstrata.tokens.
+    count_messages` counts it; it is required for ``strategy="budget"`` and optional
+    for the window strategies. ``window`` is a number of turns (a turn starts at a user
+    message). ``summary`` (a string or a ``StructuredSummary``) is used by
+    ``"summary+window"`` only; it is left out, and reported, if it does not fit.
+
+    Raises :class:`BudgetError` when the system messages alone exceed ``budget``.
+    """
+    _check_trim_args(budget, strategy, window)
+    grouping = group_messages(messages, policy=policy, tokenizer=tokenizer)
+    groups = grouping.groups
+    dropped = list(grouping.repairs)
+    system_tokens = sum(g.tokens for g in groups if g.kind == "system")
+    used = REPLY_PRIMING + system_tokens
+    if budget is not None and used > budget:
+        raise BudgetError(f"the system messages need {used} tokens (with the reply priming) "
+                          f"but the budget is {budget}; raise the budget to at least {used} "
+                          "or shorten the system prompt")
+    summary_msg = _summary_message(summary) if strategy == "summary+window" else None
+    summary_tokens = 0
+    if summary_msg is not None:
+        cost = count_message(summary_msg, tokenizer)
+        if budget is not None and used + cost > budget:
+            dropped.append(Dropped("summary_over_budget", (), f"summary needs {cost} tokens, "
+                                   f"{budget - used} left after the system messages", cost))
+            summary_msg = None
+        else:
+            summary_tokens = cost
+            used += cost
+    keep, used = _select(groups, strategy, window, budget, used, dropped)
+    return TrimResult(_in_order(grouping, keep, summary_msg), TrimReport(
         strategy=strategy, budget=budget, tokens=used, system_tokens=system_tokens,
         summary_tokens=summary_tokens, groups_kept=len(keep),
         groups_dropped=sum(d.reason in ("outside_window", "over_budget") for d in dropped),
