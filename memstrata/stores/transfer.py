@@ -135,6 +135,64 @@ def read_header(lines: Iterable[str], source: str = "export") -> dict[str, Any]:
     return _check_header(next(_parse(lines, source), None), source)
 
 
+def _claim_scope(record: dict[str, Any], existing: set[Scope], seen: set[Scope],
+                 result: RestoreResult) -> Scope:
+    """The record's scope, refused when the store already holds memory for it (nothing
+    is merged); a scope seen for the first time is listed in ``result``."""
+    scope = Scope(record["user_id"], record.get("namespace") or "")
+    if scope not in seen:
+        if scope in existing:
+            raise ValidationError(
+                f"user {shown(scope.user_id)}" + (f" in namespace {shown(scope.namespace)}"
+                                                 if scope.namespace else "")
+                + " already has memory in this store; restore into an empty store "
+                "(or export with --user for the others)")
+        seen.add(scope)
+        result.scopes.append(scope)
+    return scope
+
+
+def _session(record: dict[str, Any]) -> SessionRecord:
+    return SessionRecord(
+        record["session_id"], parse_time(record["created_at"]),
+        parse_time(record["updated_at"]), record["status"],
+        int(record["version"]), summary=record.get("summary"),
+        message_range_end=int(record.get("message_range_end", 0)),
+        metadata=record.get("metadata") or {})
+
+
+def _job(scope: Scope, record: dict[str, Any]) -> Job:
+    lease = record.get("lease_until")
+    return Job(
+        record["id"], scope.namespace, scope.user_id, record["kind"],
+        record.get("payload") or {}, record["status"], int(record["attempts"]),
+        parse_time(record["created_at"]), parse_time(record["updated_at"]),
+        record.get("worker"), parse_time(lease) if lease else None,
+        record.get("last_error"), record.get("result"))
+
+
+def _restore_item(store: Store, scope: Scope, record: dict[str, Any]) -> int:
+    """Write an item with its whole version history; returns the number of versions."""
+    versions = [ItemVersion.from_dict(v) for v in record.get("versions") or ()]
+    if not versions:
+        raise ValidationError("an item without its version history")
+    item = MemoryItem.from_dict(record)
+    for version in versions:
+        store.write_item(scope, item, version)
+    return len(versions)
+
+
+def _check_end(ended: dict[str, Any] | None, result: RestoreResult, source: str) -> None:
+    """A truncated file, or one whose counts disagree with its end record, is refused."""
+    if ended is None:
+        raise ValidationError(f"{source} ends without its end record: the file is truncated; "
+                              "nothing was restored")
+    expected = ended.get("counts") or {}
+    if {k: v for k, v in expected.items() if v} != {k: v for k, v in result.counts.items() if v}:
+        raise ValidationError(f"{source}: the end record counts {expected} but the file holds "
+                              f"{dict(result.counts)}; nothing was restored")
+
+
 def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export") -> RestoreResult:
     """Write an export into ``store`` in one transaction, keeping every id, sequence
     number, time, status and version. Users already present in ``store`` are refused
@@ -162,44 +220,18 @@ def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export")
                 ended = record
                 continue
             try:
-                scope = Scope(record["user_id"], record.get("namespace") or "")
-                if scope not in seen:
-                    if scope in existing:
-                        raise ValidationError(
-                            f"user {shown(scope.user_id)}" + (f" in namespace {shown(scope.namespace)}"
-                                                         if scope.namespace else "")
-                            + " already has memory in this store; restore into an empty store "
-                            "(or export with --user for the others)")
-                    seen.add(scope)
-                    result.scopes.append(scope)
+                scope = _claim_scope(record, existing, seen, result)
                 if kind == "session":
-                    session, messages = (scope, SessionRecord(
-                        record["session_id"], parse_time(record["created_at"]),
-                        parse_time(record["updated_at"]), record["status"],
-                        int(record["version"]), summary=record.get("summary"),
-                        message_range_end=int(record.get("message_range_end", 0)),
-                        metadata=record.get("metadata") or {})), []
+                    session, messages = (scope, _session(record)), []
                 elif kind == "message":
                     if session is None or (scope, record["session_id"]) != (session[0],
                                                                              session[1].session_id):
                         raise ValidationError("a message outside its session's block")
                     messages.append(Message.from_dict(record, max_chars=_NO_LIMIT))
                 elif kind == "item":
-                    versions = [ItemVersion.from_dict(v) for v in record.get("versions") or ()]
-                    if not versions:
-                        raise ValidationError("an item without its version history")
-                    item = MemoryItem.from_dict(record)
-                    for version in versions:
-                        store.write_item(scope, item, version)
-                    result.counts["version"] += len(versions)
+                    result.counts["version"] += _restore_item(store, scope, record)
                 elif kind == "job":
-                    lease = record.get("lease_until")
-                    store.restore_jobs(scope, [Job(
-                        record["id"], scope.namespace, scope.user_id, record["kind"],
-                        record.get("payload") or {}, record["status"], int(record["attempts"]),
-                        parse_time(record["created_at"]), parse_time(record["updated_at"]),
-                        record.get("worker"), parse_time(lease) if lease else None,
-                        record.get("last_error"), record.get("result"))])
+                    store.restore_jobs(scope, [_job(scope, record)])
                 elif kind == "profile_version":
                     store.add_profile_version(scope, ProfileVersion(
                         int(record["version"]), record["data"], record["actor"], record["reason"],
@@ -210,11 +242,5 @@ def restore_jsonl(store: Store, lines: Iterable[str], *, source: str = "export")
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValidationError(f"{source}:{number}: bad {kind} record: {exc}") from exc
             result.counts[kind] += 1
-        if ended is None:
-            raise ValidationError(f"{source} ends without its end record: the file is truncated; "
-                                  "nothing was restored")
-        expected = ended.get("counts") or {}
-        if {k: v for k, v in expected.items() if v} != {k: v for k, v in result.counts.items() if v}:
-            raise ValidationError(f"{source}: the end record counts {expected} but the file holds "
-                                  f"{dict(result.counts)}; nothing was restored")
+        _check_end(ended, result, source)
     return result
