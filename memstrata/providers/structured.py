@@ -152,88 +152,123 @@ def _scan(text: str) -> list[Any]:
     return out
 
 
+class _Rewrite:
+    """The JSON that :func:`_repair` writes: its tokens, the brackets still open, the last
+    structural token (``{ [ : ,``, ``k`` for a key, ``v`` for a value) and the last
+    *safe* cut — where the output can end with only closing brackets added."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.stack: list[str] = []
+        self.safe: tuple[int, tuple[str, ...]] | None = None
+        self.last = ""
+
+    def mark(self) -> None:
+        self.safe = (len(self.out), tuple(self.stack))
+
+    def at_key(self) -> bool:
+        return bool(self.stack) and self.stack[-1] == "{" and self.last in ("{", ",")
+
+    def emit(self, token: str, key: bool) -> None:
+        self.out.append(token)
+        self.last = "k" if key else "v"
+
+    def open(self, ch: str) -> bool:
+        """``{`` or ``[``; False where it cannot stand (a key with no colon)."""
+        if self.last == "k":  # a key with no colon: not ours to guess
+            return False
+        if self.last in ("[", ","):  # an array element: a cut drops it whole
+            self.mark()
+        self.stack.append(ch)
+        self.out.append(ch)
+        if self.last not in ("[", ","):  # top level or a key's value: empty is fine
+            self.mark()
+        self.last = ch
+        return True
+
+    def close(self, ch: str) -> bool:
+        """``}`` or ``]``; False when it closes nothing that is open."""
+        if not self.stack or {"}": "{", "]": "["}[ch] != self.stack[-1]:
+            return False
+        if self.last == ",":
+            self.out.pop(_last_index(self.out, ","))
+        self.stack.pop()
+        self.out.append(ch)
+        self.last = "v"
+        if self.stack:
+            self.mark()
+        return True
+
+    def comma(self) -> None:
+        if self.last == "v":
+            self.mark()
+        if self.last != ",":
+            self.out.append(",")
+        self.last = ","
+
+    def cut(self, end: int) -> tuple[Any, int] | None:
+        """The output up to the last safe cut with its open brackets closed."""
+        if self.safe is None:
+            return None
+        cut, open_stack = self.safe
+        body = "".join(self.out[:cut]).rstrip().rstrip(",")
+        closing = "".join("}" if s == "{" else "]" for s in reversed(open_stack))
+        return _loads(body + closing, end)
+
+
 def _repair(text: str, start: int) -> tuple[Any, int] | None:
     """Rewrite the JSON-ish value at ``start`` into JSON, closing what was left open.
 
     Returns the value and the index after it, or None. Cut points after each complete
     value let a truncated answer keep every item that was finished.
     """
-    out: list[str] = []
-    stack: list[str] = []
-    safe: tuple[int, tuple[str, ...]] | None = None
-    last = ""  # last structural token: { [ : , v (value)
+    w = _Rewrite()
     i, n = start, len(text)
     while i < n:
         ch = _FULLWIDTH.get(text[i], text[i])
         starts_value = ch in "\"'{[-+.0123456789" or _WORD.match(text, i) is not None
-        if last == "v" and stack and starts_value:  # small models drop commas
-            safe = (len(out), tuple(stack))
-            out.append(",")
-            last = ","
+        if w.last == "v" and w.stack and starts_value:  # small models drop commas
+            w.mark()
+            w.out.append(",")
+            w.last = ","
         if ch in "\"'":
             body, i, closed = _read_string(text, i)
             if not closed:
                 break
-            in_object = stack[-1] == "{" if stack else False
-            is_key = in_object and last in ("{", ",")
-            out.append(json.dumps(body, ensure_ascii=False))
-            last = "k" if is_key else "v"
+            w.emit(json.dumps(body, ensure_ascii=False), w.at_key())
             continue
         if ch in "{[":
-            if last == "k":  # a key with no colon: not ours to guess
+            if not w.open(ch):
                 break
-            if last in ("[", ","):  # an array element: a cut drops it whole
-                safe = (len(out), tuple(stack))
-            stack.append(ch)
-            out.append(ch)
-            if last not in ("[", ","):  # top level or a key's value: empty is fine
-                safe = (len(out), tuple(stack))
-            last = ch
         elif ch in "}]":
-            if not stack or {"}": "{", "]": "["}[ch] != stack[-1]:
+            if not w.close(ch):
                 break
-            if last == ",":
-                out.pop(_last_index(out, ","))
-            stack.pop()
-            out.append(ch)
-            last = "v"
-            if not stack:
-                return _loads("".join(out), i + 1)
-            safe = (len(out), tuple(stack))
+            if not w.stack:
+                return _loads("".join(w.out), i + 1)
         elif ch == ",":
-            if last == "v":
-                safe = (len(out), tuple(stack))
-            if last != ",":
-                out.append(",")
-            last = ","
+            w.comma()
         elif ch == ":":
-            out.append(":")
-            last = ":"
+            w.out.append(":")
+            w.last = ":"
         elif ch.isspace():
-            out.append(" ")
+            w.out.append(" ")
         elif ch in "-+.0123456789":
             m = _NUMBER.match(text, i)
             if not m or m.end() == n:  # a number at the very end may be cut short
                 break
-            out.append(_normalise_number(m.group(0)))
-            last, i = "v", m.end()
+            w.emit(_normalise_number(m.group(0)), False)
+            i = m.end()
             continue
         else:
             m = _WORD.match(text, i)
             if not m:
                 break
-            word = m.group(0)
-            in_key = bool(stack) and stack[-1] == "{" and last in ("{", ",")
-            out.append(json.dumps(word) if in_key or word not in _LITERALS else _LITERALS[word])
-            last, i = ("k" if in_key else "v"), m.end()
+            word, key = m.group(0), w.at_key()
+            w.emit(json.dumps(word) if key or word not in _LITERALS else _LITERALS[word], key)
+            i = m.end()
             continue
         i += 1
-    if safe is None:
-        return None
-    cut, open_stack = safe
-    body = "".join(out[:cut]).rstrip().rstrip(",")
-    closing = "".join("}" if s == "{" else "]" for s in reversed(open_stack))
-    return _loads(body + closing, max(i, start + 1))  # scanning resumes where we stopped
+    return w.cut(max(i, start + 1))  # scanning resumes where we stopped
 
 
 def _read_string(text: str, i: int) -> tuple[str, int, bool]:
