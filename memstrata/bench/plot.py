@@ -281,52 +281,41 @@ def _wrap(label: str, width: int) -> list[str]:
     return lines
 
 
-def render_svg(chart: Chart) -> str:
-    """``chart`` as a standalone SVG document: grouped bars, value labels, an axis, the
-    legend above and the notes below; ``<title>`` and ``<desc>`` for screen readers."""
-    n_series = len(chart.series)
-    if not chart.categories or not n_series:
+def _check_chart(chart: Chart) -> None:
+    if not chart.categories or not chart.series:
         raise ValidationError(f"chart {chart.name} has no categories or no series")
     for s in chart.series:
         if len(s.values) != len(chart.categories):
             raise ValidationError(f"chart {chart.name}: series {s.name!r} has "
                                   f"{len(s.values)} values for {len(chart.categories)} categories")
-    group_w = max(n_series * _BAR + _GAP, (_MIN_WIDTH - _LEFT - _RIGHT) // len(chart.categories))
-    plot_w = group_w * len(chart.categories)
-    width = _LEFT + plot_w + _RIGHT
+
+
+def _legend(chart: Chart, width: int) -> tuple[list[str], int]:
+    """The legend's markup, left to right with a new row when it would overflow, and the
+    y of its last row."""
     legend, lx, ly = [], _LEFT, 32
-    for i, s in enumerate(chart.series):  # left to right, a new row when it would overflow
+    for i, s in enumerate(chart.series):
         item_w = 17 + 7 * len(s.name) + 22
         if lx > _LEFT and lx + item_w > width - _RIGHT:
             lx, ly = _LEFT, ly + 18
         legend.append(f'<rect x="{lx}" y="{ly}" width="12" height="12" fill="{COLOURS[i]}"/>'
                       f'<text x="{lx + 17}" y="{ly + 10}" fill="#111">{escape(s.name)}</text>')
         lx += item_w
-    top_y = ly + 32
-    label_lines = [_wrap(c, max(8, group_w // 7)) for c in chart.categories]
-    axis_h = 14 * max(len(lines) for lines in label_lines) + 10
-    notes = [line for note in chart.notes for line in _wrap(note, (width - _LEFT) // 6)]
-    notes_y = top_y + _PLOT_H + axis_h + 14
-    height = notes_y + 15 * len(notes) + 6
-    values = [v for s in chart.series for v in s.values if v is not None]
-    ticks = _ticks(max(values, default=1.0), chart.unit)
-    top = ticks[-1] or 1.0
+    return legend, ly
 
-    def y(v: float) -> float:
-        return top_y + _PLOT_H - _PLOT_H * v / top
 
-    desc = "; ".join(
+def _description(chart: Chart) -> str:
+    """Every value in words, for ``<desc>`` (what a screen reader reads)."""
+    return "; ".join(
         f"{c}: " + ", ".join(f"{s.name} {_fmt(v, chart.unit)}{chart.unit}" for s in chart.series
                             if (v := s.values[i]) is not None)
         for i, c in enumerate(chart.categories))
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-           f'width="{width}" height="{height}" role="img" aria-labelledby="title desc" '
-           f'font-family="{_FONT}" font-size="12">',
-           f'<title id="title">{escape(chart.title)}</title>',
-           f'<desc id="desc">{escape(desc)}</desc>',
-           f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-           f'<text x="{_LEFT}" y="20" font-size="15" font-weight="bold" fill="#111">'
-           f'{escape(chart.title)}</text>', *legend]
+
+
+def _axis(chart: Chart, ticks: list[float], plot_w: int, top_y: int,
+          y: Callable[[float], float]) -> list[str]:
+    """Grid lines with their tick labels, and the unit along the axis."""
+    out = []
     for t in ticks:
         ty = y(t)
         out.append(f'<line x1="{_LEFT}" x2="{_LEFT + plot_w}" y1="{ty:.1f}" y2="{ty:.1f}" '
@@ -337,6 +326,14 @@ def render_svg(chart: Chart) -> str:
         out.append(f'<text x="14" y="{top_y + _PLOT_H / 2:.0f}" fill="#333" '
                    f'transform="rotate(-90 14 {top_y + _PLOT_H / 2:.0f})" text-anchor="middle">'
                    f'{escape(chart.unit)}</text>')
+    return out
+
+
+def _bars(chart: Chart, group_w: int, top_y: int, y: Callable[[float], float],
+          label_lines: list[list[str]]) -> list[str]:
+    """Each category's bars with their value labels, then the category's label."""
+    n_series = len(chart.series)
+    out = []
     for ci, category in enumerate(chart.categories):
         gx = _LEFT + ci * group_w + (group_w - n_series * _BAR) / 2
         for si, s in enumerate(chart.series):
@@ -356,6 +353,40 @@ def render_svg(chart: Chart) -> str:
         for li, line in enumerate(label_lines[ci]):
             out.append(f'<text x="{cx:.1f}" y="{top_y + _PLOT_H + 16 + 14 * li}" '
                        f'text-anchor="middle" fill="#111">{escape(line)}</text>')
+    return out
+
+
+def render_svg(chart: Chart) -> str:
+    """``chart`` as a standalone SVG document: grouped bars, value labels, an axis, the
+    legend above and the notes below; ``<title>`` and ``<desc>`` for screen readers."""
+    _check_chart(chart)
+    group_w = max(len(chart.series) * _BAR + _GAP, (_MIN_WIDTH - _LEFT - _RIGHT) // len(chart.categories))
+    plot_w = group_w * len(chart.categories)
+    width = _LEFT + plot_w + _RIGHT
+    legend, ly = _legend(chart, width)
+    top_y = ly + 32
+    label_lines = [_wrap(c, max(8, group_w // 7)) for c in chart.categories]
+    axis_h = 14 * max(len(lines) for lines in label_lines) + 10
+    notes = [line for note in chart.notes for line in _wrap(note, (width - _LEFT) // 6)]
+    notes_y = top_y + _PLOT_H + axis_h + 14
+    height = notes_y + 15 * len(notes) + 6
+    values = [v for s in chart.series for v in s.values if v is not None]
+    ticks = _ticks(max(values, default=1.0), chart.unit)
+    top = ticks[-1] or 1.0
+
+    def y(v: float) -> float:
+        return top_y + _PLOT_H - _PLOT_H * v / top
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+           f'width="{width}" height="{height}" role="img" aria-labelledby="title desc" '
+           f'font-family="{_FONT}" font-size="12">',
+           f'<title id="title">{escape(chart.title)}</title>',
+           f'<desc id="desc">{escape(_description(chart))}</desc>',
+           f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+           f'<text x="{_LEFT}" y="20" font-size="15" font-weight="bold" fill="#111">'
+           f'{escape(chart.title)}</text>', *legend]
+    out += _axis(chart, ticks, plot_w, top_y, y)
+    out += _bars(chart, group_w, top_y, y, label_lines)
     for ni, line in enumerate(notes):
         out.append(f'<text x="{_LEFT}" y="{notes_y + 15 * ni}" font-size="11" fill="#333">'
                    f'{escape(line)}</text>')
