@@ -146,50 +146,76 @@ def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
     """
     active = sorted((n for n in neighbors if n.item.status is Status.ACTIVE),
                     key=lambda n: -n.similarity)
-    value = normalise_value(candidate.value)
     for n in active:  # re-extraction of the same messages must not apply twice
         if (candidate.source_message_ids and n.item.content == candidate.content
                 and set(candidate.source_message_ids) <= set(n.item.source_message_ids)):
             return Decision(Action.IGNORE, n.item.id, "same_source", n.similarity)
     if candidate.attribute:
-        same = [n for n in active if n.item.attribute == candidate.attribute
-                and (n.item.subject or "user") == candidate.subject]
-        for n in same:
-            other = normalise_value(n.item.value)
-            if value is None and other is None and candidate.attribute in FREE_TEXT_ATTRIBUTES:
-                continue  # two free statements ("notes") with no value are not one value
-            equal = other == value or (
-                same_value is not None and candidate.value is not None and n.item.value is not None
-                and other is not None and value is not None and same_value(candidate.value, n.item.value))
-            if equal:
-                reason = "slot.same" if other == value else "slot.same_value"
-                if _polarity(n.item) == candidate.polarity:
-                    return _boost(candidate, n, reason, config)
-                return _supersede(n, "slot.polarity")
-        if candidate.replaces:
-            old = normalise_value(candidate.replaces)
-            for n in same:
-                if normalise_value(n.item.value) == old:
-                    return _supersede(n, "slot.replaces")
-        if not candidate.polarity and candidate.change and covers is not None and candidate.value:
-            for n in active:
-                if (n.item.attribute in _TASTES and candidate.attribute in _TASTES and _polarity(n.item)
-                        and (n.item.subject or "user") == candidate.subject and n.item.value
-                        and covers(candidate.value, n.item.value)):
-                    return _supersede(n, "slot.cessation")
-        if not candidate.polarity and cardinality(candidate.attribute) == "single":
-            return Decision(Action.IGNORE, reason="slot.negated_inactive")
-        if cardinality(candidate.attribute) == "single":
-            for n in same:
-                if _scenario_differs(candidate, n.item):
-                    return Decision(Action.KEEP_BOTH, n.item.id, "slot.scenario", n.similarity,
-                                    tags=("past", "recent"))
-                return _supersede(n, "slot.single")
+        by_slot = _by_slot(candidate, active, config, same_value, covers)
+        if by_slot is not None:
+            return by_slot
     if updates is not None:  # the state model: a change of a fact no slot rule named
         slotted = updates(candidate, [n.item for n in active])
         if slotted is not None:
             return Decision(Action.SUPERSEDE, slotted.item.id, slotted.reason,
                             round(slotted.similarity, 4), version=slotted.item.version + 1)
+    return _by_similarity(candidate, active, config, judge)
+
+
+def _same_value(candidate: Candidate, same: list[Neighbor], config: DecideConfig,
+                same_value: SameValue | None) -> Decision | None:
+    """The first item of the candidate's slot that holds its value: BOOST when the
+    polarity agrees, SUPERSEDE when it flips ("I no longer like X")."""
+    value = normalise_value(candidate.value)
+    for n in same:
+        other = normalise_value(n.item.value)
+        if value is None and other is None and candidate.attribute in FREE_TEXT_ATTRIBUTES:
+            continue  # two free statements ("notes") with no value are not one value
+        equal = other == value or (
+            same_value is not None and candidate.value is not None and n.item.value is not None
+            and other is not None and value is not None and same_value(candidate.value, n.item.value))
+        if equal:
+            reason = "slot.same" if other == value else "slot.same_value"
+            if _polarity(n.item) == candidate.polarity:
+                return _boost(candidate, n, reason, config)
+            return _supersede(n, "slot.polarity")
+    return None
+
+
+def _by_slot(candidate: Candidate, active: list[Neighbor], config: DecideConfig,
+             same_value: SameValue | None, covers: SameValue | None) -> Decision | None:
+    """The slot rules of :func:`decide` for a candidate with an attribute; ``None`` when
+    none of them settles it."""
+    same = [n for n in active if n.item.attribute == candidate.attribute
+            and (n.item.subject or "user") == candidate.subject]
+    found = _same_value(candidate, same, config, same_value)
+    if found is not None:
+        return found
+    if candidate.replaces:
+        old = normalise_value(candidate.replaces)
+        for n in same:
+            if normalise_value(n.item.value) == old:
+                return _supersede(n, "slot.replaces")
+    if not candidate.polarity and candidate.change and covers is not None and candidate.value:
+        for n in active:
+            if (n.item.attribute in _TASTES and candidate.attribute in _TASTES and _polarity(n.item)
+                    and (n.item.subject or "user") == candidate.subject and n.item.value
+                    and covers(candidate.value, n.item.value)):
+                return _supersede(n, "slot.cessation")
+    if not candidate.polarity and cardinality(candidate.attribute) == "single":
+        return Decision(Action.IGNORE, reason="slot.negated_inactive")
+    if cardinality(candidate.attribute) == "single":
+        for n in same:
+            if _scenario_differs(candidate, n.item):
+                return Decision(Action.KEEP_BOTH, n.item.id, "slot.scenario", n.similarity,
+                                tags=("past", "recent"))
+            return _supersede(n, "slot.single")
+    return None
+
+
+def _by_similarity(candidate: Candidate, active: list[Neighbor], config: DecideConfig,
+                   judge: Judge | None) -> Decision:
+    """The similarity rules of :func:`decide`, against the most similar comparable item."""
     comparable = [n for n in active if n.item.kind is candidate.kind
                   and not _slot_distinct(candidate, n.item)]
     if not comparable:

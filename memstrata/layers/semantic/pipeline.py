@@ -37,8 +37,8 @@ from memstrata.stores.base import (ItemStore, Job, JobQueue, Lifecycle, MessageL
 from memstrata.types import Filters, Kind, Layer, MemoryItem, Message, Role, Scope, Status, new_id, utcnow
 
 from .credibility import CredibilityConfig, screen
-from .decide import (Action, DecayConfig, DecideConfig, FeedbackConfig, Neighbor, apply_decision,
-                     decay, decide, evict, forget_request, to_item)
+from .decide import (Action, DecayConfig, DecideConfig, Decision, FeedbackConfig, Neighbor,
+                     apply_decision, decay, decide, evict, forget_request, to_item)
 from .extract import CORRECTION, Candidate, extract, normalise_value
 from .statements import COMPLETION, completes
 from .state import SLOTS, SlotMatcher, is_negation, same_name, slot_named
@@ -163,21 +163,10 @@ class Pipeline:
         # (embedding is the slow part of a write); from the cache when it did not
         self.indexer.embed_turns(scope, sid, [m for m in messages if m.seq >= lo])
         own = [m for m in messages if m.seq >= lo]
-        own_ids = {m.id for m in own}
         forgets = {m.id: q for m in own if m.role is Role.USER
                    and (q := forget_request(m)) is not None}
         stated = self._stated_before(messages, forgets)  # "forget that" → the turn it means
-        every = [c for c in extract(messages, window=0) if set(c.source_message_ids) & own_ids]
-        named = [c for c in every if any(q and _names(q, c) for q in forgets.values())]
-        silenced = set(forgets) | set(stated) | {m for c in named for m in c.source_message_ids}
-
-        def kept(c: Candidate) -> bool:  # read from the job's turns, not a forgotten one
-            return bool(set(c.source_message_ids) & own_ids) and not set(c.source_message_ids) & silenced
-
-        candidates = [c for c in every if kept(c)]
-        if self.extractor is not None:  # one call for the job; the rules fill in
-            candidates = [c for c in self.extractor.extract(
-                scope, messages, [m for m in own if m.id not in silenced], candidates) if kept(c)]
+        candidates, named = self._job_candidates(scope, messages, own, forgets, stated)
         screened = screen(candidates, self.config.credibility)
         if screened.session_only or screened.dropped:
             log.debug("job %s: %d session-only and %d dropped candidates not stored", job.id,
@@ -198,14 +187,7 @@ class Pipeline:
         with self.forgetter.unchanged(scope, seen):
             hits = [self.store.vector_search(scope, vector, _SEMANTIC, self.config.neighbours)
                     for vector in (vectors if vectors is not None else ())]
-            gone_turns = 0
-            if self.config.forget_messages:
-                for item_id in forget_ids:
-                    turns.update(self._sources(scope, item_id))
-            if forget_ids:
-                self.forgetter.forget(scope, forget_ids, messages=False)
-            if turns and self.config.forget_messages:
-                gone_turns = self.forgetter.forget_turns(scope, sorted(turns))
+            gone_turns = self._forget_now(scope, forget_ids, turns)
             times = {m.id: m.created_at for m in messages}
             counts = self._apply(scope, keep, vectors, hits, set(forget_ids), job, now, sid, verdicts,
                                  times)
@@ -215,6 +197,39 @@ class Pipeline:
                                        "statements": len(named) + len(stated), "turns": gone_turns}
             self.store.finish_job(job, result=result)
         log.info("job %s (extract %r/%s turns %d-%d): %s", job.id, scope.user_id, sid, lo, hi, result)
+
+    def _job_candidates(self, scope: Scope, messages: Sequence[Message], own: list[Message],
+                        forgets: dict[str, str],
+                        stated: list[str]) -> tuple[list[Candidate], list[Candidate]]:
+        """The candidates read from the job's own turns and not from a forgotten one (the
+        LLM's, when one is configured, with the rules filling in), and the statements a
+        forget query names."""
+        own_ids = {m.id for m in own}
+        every = [c for c in extract(messages, window=0) if set(c.source_message_ids) & own_ids]
+        named = [c for c in every if any(q and _names(q, c) for q in forgets.values())]
+        silenced = set(forgets) | set(stated) | {m for c in named for m in c.source_message_ids}
+
+        def kept(c: Candidate) -> bool:  # read from the job's turns, not a forgotten one
+            return bool(set(c.source_message_ids) & own_ids) and not set(c.source_message_ids) & silenced
+
+        candidates = [c for c in every if kept(c)]
+        if self.extractor is not None:  # one call for the job; the rules fill in
+            candidates = [c for c in self.extractor.extract(
+                scope, messages, [m for m in own if m.id not in silenced], candidates) if kept(c)]
+        return candidates, named
+
+    def _forget_now(self, scope: Scope, forget_ids: list[str], turns: set[str]) -> int:
+        """Delete the forgotten items and, with ``forget_messages``, the turns that state
+        them (``turns`` plus each item's sources); the number of turns deleted."""
+        gone_turns = 0
+        if self.config.forget_messages:
+            for item_id in forget_ids:
+                turns.update(self._sources(scope, item_id))
+        if forget_ids:
+            self.forgetter.forget(scope, forget_ids, messages=False)
+        if turns and self.config.forget_messages:
+            gone_turns = self.forgetter.forget_turns(scope, sorted(turns))
+        return gone_turns
 
     def _stated_before(self, messages: Sequence[Message], forgets: dict[str, str]) -> list[str]:
         """For each "forget that" (an empty query), the user turn it means: the last user
@@ -360,28 +375,15 @@ class Pipeline:
             if changed & set(cand.source_message_ids) and is_negation(cand.content):
                 continue
             assert vectors is not None
-            actor = self._actor(cand, None)
             said_done = cand.attribute == COMPLETION
             if said_done or (cand.kind is Kind.EVENT and cand.polarity):
                 if todos is None:
                     todos = [t for t in self.store.list_items(scope, _OPEN_TODOS, limit=1000)
                              if t.id not in gone]
-                # a stated completion or a past event ("I renewed my passport yesterday")
-                # closes the todo it shares its words with; a stated completion also the
-                # one it means, in either language ("护照已经续签好了")
-                # only a todo that was open when the statement was made
-                said_when = max((t for m in cand.source_message_ids
-                                 if (t := (times or {}).get(m))), default=now)
-                before = [t for t in todos if t.said_at <= said_when]
-                todo = completes(cand, before) if before else None
-                if todo is None and said_done and before:
-                    todo = self.slots.completes(cand, before)
+                todo = self._todo_closed_by(cand, todos, times, now)
                 if todo is not None:  # "I already booked the dentist": that todo is done
                     todos.remove(todo)
-                    new = todo.evolve(status=Status.DONE, updated_at=now,
-                                      metadata={**todo.metadata, "done_by": cand.source_message_ids[:1]})
-                    state[todo.id] = self.writer.write(scope, new, todo, "status", actor,
-                                                       "said done", now)
+                    state[todo.id] = self._mark_done(scope, todo, cand, now)
                     done += 1
                     continue
                 if not said_done:
@@ -396,23 +398,52 @@ class Pipeline:
             decision = decide(cand, neighbours, self.config.decide,
                               judge=judge if verdicts else None, same_value=self.values.same,
                               covers=self.values.covers, updates=self.slots.updates)
-            existing = state.get(decision.target_id) if decision.target_id else None
-            said = [times[m] for m in cand.source_message_ids if times and m in times]
             if decision.action is Action.SUPERSEDE:
                 changed.update(cand.source_message_ids)
-            rows = apply_decision(decision, cand, existing, id=new_id("mem"), user_id=scope.user_id,
-                                  now=now, namespace=scope.namespace, session_id=sid,
-                                  said_at=max(said) if said else None)
-            actor = self._actor(cand, decision)
-            for row in rows:
-                row = row.evolve(metadata={**row.metadata, "job": job.id, "source": actor})
-                old = existing if existing is not None and row.id == existing.id else None
-                op = _OPS[decision.action] if old is not None else "create"
-                state[row.id] = self.writer.write(scope, row, old, op, actor, decision.reason, now)
+            for row_id, is_new in self._write_decision(scope, decision, cand, state, job, now, sid, times):
                 written += 1
-                if old is None:
-                    fresh.append((row.id, vectors[i]))
+                if is_new:
+                    fresh.append((row_id, vectors[i]))
         return {"written": written, "todos_done": done}
+
+    def _todo_closed_by(self, cand: Candidate, todos: list[MemoryItem],
+                        times: dict[str, datetime] | None, now: datetime) -> MemoryItem | None:
+        """The open todo a stated completion or a past event ("I renewed my passport
+        yesterday") closes: one it shares its words with, or for a stated completion the
+        one it means in either language ("护照已经续签好了") — only a todo that was open
+        when the statement was made."""
+        said_when = max((t for m in cand.source_message_ids
+                         if (t := (times or {}).get(m))), default=now)
+        before = [t for t in todos if t.said_at <= said_when]
+        todo = completes(cand, before) if before else None
+        if todo is None and cand.attribute == COMPLETION and before:
+            todo = self.slots.completes(cand, before)
+        return todo
+
+    def _mark_done(self, scope: Scope, todo: MemoryItem, cand: Candidate, now: datetime) -> MemoryItem:
+        new = todo.evolve(status=Status.DONE, updated_at=now,
+                          metadata={**todo.metadata, "done_by": cand.source_message_ids[:1]})
+        return self.writer.write(scope, new, todo, "status", self._actor(cand, None), "said done", now)
+
+    def _write_decision(self, scope: Scope, decision: Decision, cand: Candidate,
+                        state: dict[str, MemoryItem], job: Job, now: datetime, sid: str,
+                        times: dict[str, datetime] | None) -> list[tuple[str, bool]]:
+        """Write the rows a decision makes (``state`` gets what was written); each row's id
+        and whether it is a new item."""
+        existing = state.get(decision.target_id) if decision.target_id else None
+        said = [times[m] for m in cand.source_message_ids if times and m in times]
+        rows = apply_decision(decision, cand, existing, id=new_id("mem"), user_id=scope.user_id,
+                              now=now, namespace=scope.namespace, session_id=sid,
+                              said_at=max(said) if said else None)
+        actor = self._actor(cand, decision)
+        out = []
+        for row in rows:
+            row = row.evolve(metadata={**row.metadata, "job": job.id, "source": actor})
+            old = existing if existing is not None and row.id == existing.id else None
+            op = _OPS[decision.action] if old is not None else "create"
+            state[row.id] = self.writer.write(scope, row, old, op, actor, decision.reason, now)
+            out.append((row.id, old is None))
+        return out
 
     def _actor(self, cand: Candidate, decision: Any) -> str:
         if cand.rule.startswith("llm:"):
