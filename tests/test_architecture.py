@@ -1,10 +1,18 @@
-"""The house reads bottom-up: no module imports a module of a higher layer.
+"""The house reads bottom-up: no module imports a module of a higher layer, and no
+modules import each other in a loop, not even inside one folder.
 
 The layers, lowest first, are the table below (docs/architecture.md draws the same
 map). A module may import its own unit (the longest matching prefix) or any unit of a
 strictly lower rank — never one of the same rank or above. Imports under
 ``TYPE_CHECKING`` count too: a type that needs an upward import is a seam in the wrong
 place.
+
+The import graph has one arrow per ``import`` statement anywhere in a module — at the
+top, inside a function (a lazy import), under ``TYPE_CHECKING`` — to the module it
+names: ``from .a import b`` points at ``a.b`` when ``b`` is a module, else at ``a``
+(its ``__init__``). An import of a module's own enclosing package (``from .. import
+__version__``, ``from . import views``'s ``.``) is no arrow: Python has loaded that
+package before the module runs, so it orders nothing.
 """
 
 from __future__ import annotations
@@ -84,9 +92,11 @@ def _imports(path: Path) -> set[str]:
                 target = node.module or ""
             if not target.startswith("memstrata"):
                 continue
-            out.add(target)
-            out |= {f"{target}.{a.name}" for a in node.names if _is_module(f"{target}.{a.name}")}
-    return out
+            modules = {f"{target}.{a.name}" for a in node.names if _is_module(f"{target}.{a.name}")}
+            if len(modules) < len(node.names):  # a name of the package itself
+                out.add(target)
+            out |= modules
+    return {name for name in out if not module.startswith(name + ".")}
 
 
 FILES = sorted(PACKAGE.rglob("*.py"))
@@ -104,6 +114,62 @@ def test_no_module_imports_a_higher_layer(path: Path) -> None:
     bad = sorted(target for target in _imports(path)
                  if _unit(target) != unit and RANKS[_unit(target)] >= RANKS[unit])
     assert not bad, f"{module} ({unit}, rank {RANKS[unit]}) imports up or sideways: {bad}"
+
+
+def _loops(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(path): _imports(path) for path in FILES}
+
+
+def test_no_modules_import_each_other_in_a_loop() -> None:
+    graph = _graph()
+    assert sum(len(targets) for targets in graph.values()) > 500  # the graph is really read
+    assert _loops(graph) == [], "break these loops by moving the shared piece down"
+
+
+def test_the_loop_finder_sees_a_loop_through_a_lazy_and_a_type_only_import() -> None:
+    probes = {PACKAGE / "layers" / "_probe_a.py": "from typing import TYPE_CHECKING\n"
+                                                  "if TYPE_CHECKING:\n    from . import _probe_b\n",
+              PACKAGE / "layers" / "_probe_b.py": "def f():\n    from ._probe_a import x\n"}
+    for path, text in probes.items():
+        path.write_text(text)
+    try:
+        graph = {**_graph(), **{_module_name(p): _imports(p) for p in probes}}
+    finally:
+        for path in probes:
+            path.unlink()
+    assert _loops(graph) == [["memstrata.layers._probe_a", "memstrata.layers._probe_b"]]
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:

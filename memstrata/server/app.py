@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from fastapi import APIRouter, FastAPI
 from starlette.routing import Route
 
@@ -34,9 +33,9 @@ from ..memory import Memory
 from ..stores import safe_url
 from .errors import install as install_errors
 from .docs import install_docs
-from .keys import Keys
-from .observe import MeteredSink, Metrics, ServiceMiddleware
+from .observe import ServiceMiddleware
 from .schemas import ErrorOut
+from .service import Service
 from .settings import ServerSettings, read_config_file
 
 if TYPE_CHECKING:
@@ -67,54 +66,6 @@ Lists are paginated (`limit`, `offset` → `next_offset`). Item updates take `If
 with the item's `ETag` (its version): a stale one is `412`. Errors are
 `{"error": {"type", "message", "status", "request_id"}}`.
 """
-
-
-class Service:
-    """What every request shares: memory, keys, settings, metrics and the drain flag."""
-
-    def __init__(self, memory: Memory, settings: ServerSettings, *, owns_memory: bool) -> None:
-        self.memory = memory
-        self.settings = settings
-        self.owns_memory = owns_memory
-        self.keys = Keys(memory.store)
-        self.metrics = Metrics(memory.store)
-        self.draining = False
-        self._upstream: httpx.AsyncClient | None = None
-        if memory.llm is not None:  # LLM calls of the write path show up in /metrics
-            memory.llm.usage = MeteredSink(memory.llm.usage, self.metrics)
-
-    def upstream_client(self) -> httpx.AsyncClient:
-        """The memory proxy's connection pool to the upstream (made on first use)."""
-        if self._upstream is None:
-            self._upstream = httpx.AsyncClient(timeout=self.settings.upstream_timeout_s)
-        return self._upstream
-
-    def count_upstream_usage(self, usage: Any) -> None:
-        """Tokens the upstream reported for a proxied call, into the metrics."""
-        if isinstance(usage, dict):
-            for kind in ("prompt_tokens", "completion_tokens"):
-                count = usage.get(kind)
-                if isinstance(count, int) and not isinstance(count, bool) and 0 <= count < 10**12:
-                    self.metrics.upstream_tokens.labels(kind.removesuffix("_tokens")).inc(count)
-
-    async def aclose(self) -> None:
-        if self._upstream is not None:
-            await self._upstream.aclose()
-
-    def shutdown(self) -> None:
-        """Stop taking work, let the job in hand finish (``drain_s``), hand the rest back
-        (pending jobs stay in the store for the next worker), close what we own."""
-        self.draining = True
-        memory = self.memory
-        pending = memory.store.list_jobs(statuses=("pending",), limit=100_000)
-        memory.worker.stop(timeout=self.settings.drain_s)
-        still = memory.store.list_jobs(statuses=("running",), limit=100_000)
-        mine = [j for j in still if j.worker == memory.worker.name]
-        log.info("shutdown: %d pending job(s) handed back to the store%s", len(pending),
-                 f"; {len(mine)} still running past drain_s (their lease lets another worker "
-                 "take them)" if mine else "")
-        if self.owns_memory:
-            memory.close()
 
 
 def _mcp(svc: Service) -> "MCPServer":

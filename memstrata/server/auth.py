@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -19,9 +19,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from ..errors import PermissionDeniedError, RateLimitError, with_article
 from ..stores.base import ApiKey
 from ..user import UserMemory
-
-if TYPE_CHECKING:
-    from .app import Service
+from .service import Service
 
 __all__ = ["Principal", "principal", "CurrentPrincipal", "service"]
 
@@ -58,7 +56,7 @@ class Principal:
         if self.role == "end-user" and user_id != self.key.user_id:
             raise PermissionDeniedError("this end-user key belongs to another user id")
 
-    def user(self, service: "Service", user_id: str, *, write: bool) -> UserMemory:
+    def user(self, service: Service, user_id: str, *, write: bool) -> UserMemory:
         """The handle on ``user_id`` in this key's tenant, if the role allows it."""
         self.check_user(user_id)
         if write:
@@ -70,8 +68,8 @@ class Principal:
         return self.key.user_id if self.role == "end-user" else None
 
 
-def service(request: Request) -> "Service":
-    """The running :class:`~memstrata.server.app.Service`."""
+def service(request: Request) -> Service:
+    """The running :class:`~memstrata.server.service.Service`."""
     found: Service = request.app.state.service
     return found
 

@@ -29,13 +29,12 @@ from ..ids import from_header
 from ..stores.base import AuditEntry
 from ..types import utcnow
 from ..user import UserMemory
-from .errors import status_of
+from .auth import Principal, principal
+from .errors import error_body, status_of
+from .service import Service
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
-
-    from .app import Service
-    from .auth import Principal
 
 __all__ = ["build_mcp", "McpEndpoint", "TOOLS", "USER_HEADER"]
 
@@ -46,7 +45,7 @@ TOOLS = ("add_messages", "remember", "search", "get_context", "update_memory", "
 USER_HEADER = "x-memstrata-user"
 
 #: ``resolve(ctx, write)`` -> the user's handle and, over HTTP, the calling key.
-Resolver = Callable[[Context | None, bool], "tuple[UserMemory, Principal | None]"]
+Resolver = Callable[[Context | None, bool], tuple[UserMemory, Principal | None]]
 _REQUEST: ContextVar[Any] = ContextVar("memstrata_mcp_request", default=None)
 #: ``audit(ctx, action, target, status)``: record a mutation, done (200) or refused.
 Auditor = Callable[[Context | None, str, str | None, int], Awaitable[None]]
@@ -187,11 +186,11 @@ def local_resolver(handle: UserMemory) -> Resolver:
     return lambda ctx, write: (handle, None)
 
 
-def service_resolver(service: "Service") -> Resolver:
+def service_resolver(service: Service) -> Resolver:
     """The user of an MCP-over-HTTP call: from the calling key (authenticated by
     :class:`McpEndpoint`) and, for non-end-user keys, the ``X-Memstrata-User`` header."""
 
-    def resolve(ctx: Context | None, write: bool) -> "tuple[UserMemory, Principal | None]":
+    def resolve(ctx: Context | None, write: bool) -> tuple[UserMemory, Principal | None]:
         request = ctx.request_context.request if ctx is not None else _REQUEST.get()
         who: Principal | None = request.scope.get("memstrata.principal") if request is not None else None
         if request is None or who is None:
@@ -206,7 +205,7 @@ def service_resolver(service: "Service") -> Resolver:
     return resolve
 
 
-def service_auditor(service: "Service") -> Auditor:
+def service_auditor(service: Service) -> Auditor:
     async def audit(ctx: Context | None, action: str, target: str | None, status: int) -> None:
         request = ctx.request_context.request if ctx is not None else _REQUEST.get()
         who: Principal | None = request.scope.get("memstrata.principal") if request is not None else None
@@ -229,16 +228,13 @@ class McpEndpoint:
     hands the request to the SDK's streamable-HTTP session manager (stateless, so any
     server process can answer any call)."""
 
-    def __init__(self, service: "Service", server: MCPServer) -> None:
+    def __init__(self, service: Service, server: MCPServer) -> None:
         self.service = service
         self.server = server
 
     async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
         from starlette.requests import Request
         from starlette.responses import JSONResponse
-
-        from .auth import principal
-        from .errors import error_body, status_of
 
         request = Request(scope, receive)
         auth = request.headers.get("authorization", "")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from memstrata.errors import ValidationError, shown
 from memstrata.types import Kind, MemoryItem, Message, Status
 
-from .extract import Candidate, cardinality, normalise_value
+from .extract import FREE_TEXT_ATTRIBUTES, Candidate, cardinality, normalise_value
 
 if TYPE_CHECKING:
     from .state import Updates
@@ -80,12 +80,6 @@ class Decision:
 #: "scenario", "duplicate" or "unrelated"; None when it cannot tell (the LLM failed or
 #: the budget is spent), and the rules decide.
 Judge = Callable[[Candidate, MemoryItem], "str | None"]
-
-#: Attributes whose value is a free-text predicate: equal values are the same
-#: statement, different values are not a contradiction.
-FREE_TEXT_ATTRIBUTES = frozenset({"habits", "plans", "events", "todo", "goals", "learning",
-                                  "preferences", "skills", "notes"})
-
 
 _TASTES = frozenset({"likes", "food", "diet", "preferences"})
 

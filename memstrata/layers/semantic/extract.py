@@ -21,10 +21,11 @@ from memstrata.types import Kind, Message, Role
 from .english import PRONOUNS, reads_as_statement, third_person
 from .clauses import Clause, People, clauses
 from .numbers import resolve_date
+from .lexicon import canonical_value, is_programming_language
 from .statements import attribute_statement, families, generic, retarget
 
-__all__ = ["Candidate", "SINGLE_VALUED", "CORRECTION", "cardinality", "extract", "extract_text",
-           "normalise_value"]
+__all__ = ["Candidate", "SINGLE_VALUED", "FREE_TEXT_ATTRIBUTES", "CORRECTION", "cardinality", "extract",
+           "extract_text", "normalise_value"]
 
 #: The attribute of a bare correction ("不是上海，是北京"): the pipeline finds the slot.
 CORRECTION = "correction"
@@ -37,6 +38,12 @@ SINGLE_VALUED = frozenset({
     "family:partner", "family:mother", "family:father", "family:girlfriend",
     "family:boyfriend", "health:status",
 })
+
+
+#: Attributes whose value is a free-text predicate: equal values are the same
+#: statement, different values are not a contradiction.
+FREE_TEXT_ATTRIBUTES = frozenset({"habits", "plans", "events", "todo", "goals", "learning",
+                                  "preferences", "skills", "notes"})
 
 
 def cardinality(attribute: str | None) -> str:
@@ -316,38 +323,6 @@ def _clean(value: str, lang: str) -> str:
 def _find(pattern: re.Pattern, text: str) -> str | None:
     found = pattern.search(text)
     return found.group(0) if found else None
-
-
-
-
-# --- values ------------------------------------------------------------------------------
-
-_PROGRAMMING = {
-    "python": "Python", "java": "Java", "go": "Go", "golang": "Go", "rust": "Rust",
-    "c++": "C++", "cpp": "C++", "c#": "C#", "javascript": "JavaScript", "js": "JavaScript",
-    "typescript": "TypeScript", "ts": "TypeScript", "kotlin": "Kotlin", "swift": "Swift",
-    "ruby": "Ruby", "php": "PHP", "scala": "Scala", "haskell": "Haskell", "elixir": "Elixir",
-    "c": "C", "r": "R", "julia": "Julia", "lua": "Lua", "perl": "Perl", "dart": "Dart",
-    "clojure": "Clojure", "erlang": "Erlang", "zig": "Zig", "ocaml": "OCaml", "f#": "F#",
-    "objective-c": "Objective-C", "matlab": "MATLAB", "sql": "SQL", "bash": "Bash",
-}
-_ALIASES = {**_PROGRAMMING, "中文": "Chinese", "汉语": "Chinese", "chinese": "Chinese",
-            "mandarin": "Chinese", "英文": "English", "英语": "English", "english": "English",
-            "mom": "mother", "mum": "mother", "dad": "father", "妈妈": "mother", "母亲": "mother",
-            "爸爸": "father", "父亲": "father", "老婆": "wife", "妻子": "wife", "老公": "husband",
-            "丈夫": "husband", "儿子": "son", "女儿": "daughter", "孩子": "kids", "kid": "kids",
-            "children": "kids", "女朋友": "girlfriend", "男朋友": "boyfriend", "狗": "dog", "猫": "cat",
-            "哥哥": "brother", "弟弟": "brother", "姐姐": "sister", "妹妹": "sister"}
-
-
-def canonical_value(value: str) -> str:
-    """The canonical spelling of a known value ("golang" → "Go", "英语" → "English")."""
-    return _ALIASES.get(value.strip().casefold(), value.strip())
-
-
-def is_programming_language(value: str | None) -> bool:
-    """True for a known programming language name."""
-    return value is not None and value.strip().casefold() in _PROGRAMMING
 
 
 _ROLES = {"engineer", "developer", "programmer", "teacher", "student", "nurse", "doctor",

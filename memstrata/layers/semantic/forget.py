@@ -42,8 +42,8 @@ from ...stores.base import (AdminStore, CompactReport, ItemStore, JobQueue, Life
                             SessionRows, VectorCache)
 from ...stores.policy import Rerun
 from ...types import Filters, Kind, Message, Role, Scope, Status, utcnow
-from .consolidate import consolidated_key, stage_attribute
 from .profiles import Profiles
+from .stage import consolidated_key, stage_attribute
 
 __all__ = ["Forgetter", "ForgetReport"]
 

@@ -42,7 +42,7 @@ from memstrata.text import is_cjk_text, pos_tags
 from memstrata.types import Kind, MemoryItem
 
 from .clauses import sentences
-from .extract import Candidate
+from .extract import FREE_TEXT_ATTRIBUTES, Candidate
 from .numbers import parse_number
 
 __all__ = ["SlotMatcher", "is_change", "changed_near", "is_irrealis", "is_negation", "slot_text",
@@ -384,7 +384,6 @@ def value_type_agrees(text: str, item: MemoryItem) -> bool:
 
 def _structured_apart(cand: Candidate, item: MemoryItem) -> bool:
     """Both name a structured slot (a rule's attribute), and not the same one."""
-    from .decide import FREE_TEXT_ATTRIBUTES
     a, b = cand.attribute, item.attribute
     if not a or not b or a in FREE_TEXT_ATTRIBUTES or b in FREE_TEXT_ATTRIBUTES:
         return False

@@ -20,6 +20,7 @@ from memstrata.types import Kind
 
 from .clauses import Clause
 from .english import third_person
+from .lexicon import is_programming_language
 from .numbers import parse_number
 
 __all__ = ["families", "attribute_statement", "generic", "retarget", "completes", "COMPLETION"]
@@ -188,7 +189,6 @@ def _cessation(body: str, lang: str) -> dict | None:
         verb = m.group("verb") or m.group("verb3") or "吃"
         if not v:
             return None
-        from .extract import is_programming_language
         if verb in ("用", "写") or is_programming_language(v):
             attr = "language" if is_programming_language(v) else "tools"
             return _cand(Kind.FACT, f"用户不再使用{v}", attr, v, "zh.stop_using", lang,

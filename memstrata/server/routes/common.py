@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Path, Query, Request
 
 from ...ids import ID_PATTERN, MAX_ID_CHARS
-from ..app import Service
+from ..service import Service
 from ..auth import CurrentPrincipal, service
 
 __all__ = ["UserId", "SessionId", "Limit", "Offset", "Svc", "page", "CurrentPrincipal", "to_dicts",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, quote
 
 import anyio
@@ -25,12 +25,10 @@ from ...errors import AuthenticationError, MemstrataError, ValidationError
 from ...user import UserMemory
 from ..auth import service
 from ..errors import error_body, status_of
+from ..service import Service
 from .i18n import LANGUAGES, WORDS, language, translations, translator, value_translator
 from .session import UiSession, check_csrf, read_session
 from .views import second_person
-
-if TYPE_CHECKING:
-    from ..app import Service
 
 __all__ = ["UiRoute", "Ui", "HEADERS", "TEMPLATES", "env", "envs", "safe_next", "read_form", "wants_json"]
 
@@ -88,7 +86,7 @@ def safe_next(value: str | None) -> str:
 class Ui:
     """One inspector request: the browser's session, its language, and the pages."""
 
-    def __init__(self, request: Request, svc: "Service", session: UiSession | None) -> None:
+    def __init__(self, request: Request, svc: Service, session: UiSession | None) -> None:
         self.request = request
         self.svc = svc
         self.session = session

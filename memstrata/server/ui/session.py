@@ -21,7 +21,6 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from fastapi import Request
@@ -29,9 +28,7 @@ from fastapi import Request
 from ...errors import AuthenticationError, PermissionDeniedError, RateLimitError
 from ...stores.base import ApiKey
 from ..auth import Principal
-
-if TYPE_CHECKING:
-    from ..app import Service
+from ..service import Service
 
 __all__ = ["COOKIE", "SESSION_S", "UiSession", "open_session", "read_session", "check_csrf",
            "check_origin"]
@@ -41,7 +38,7 @@ SESSION_S = 12 * 3600  # a login lasts a working day
 _META = "ui_cookie_secret"
 
 
-def _secret(svc: "Service") -> bytes:
+def _secret(svc: Service) -> bytes:
     store = svc.memory.store
     value = store.get_meta(_META)
     if value is None:
@@ -68,7 +65,7 @@ class UiSession:
         return self.principal.key
 
 
-def open_session(svc: "Service", key: ApiKey) -> str:
+def open_session(svc: Service, key: ApiKey) -> str:
     """The cookie value for a browser that just proved it holds ``key``."""
     expires = str(int(time.time()) + SESSION_S)
     nonce = secrets.token_urlsafe(12)
@@ -80,7 +77,7 @@ def _csrf(secret: bytes, cookie: str) -> str:
     return _sign(secret, "csrf", cookie)[:40]
 
 
-def read_session(request: Request, svc: "Service") -> UiSession:
+def read_session(request: Request, svc: Service) -> UiSession:
     """The browser's session, or AuthenticationError (no cookie, a forged or expired one,
     or a revoked key). Counts the request against the key's rate limit."""
     cookie = request.cookies.get(COOKIE, "")
