@@ -31,9 +31,10 @@ from datetime import datetime
 
 from .errors import ConflictError, JobError, MemstrataError
 from .stores.base import Job, JobQueue
+from .stores.jobs import JobKind, read_payload
 from .stores.policy import UNFINISHED, Rerun
 
-__all__ = ["Worker", "Handler", "Prepare", "Periodic", "UNFINISHED", "wait_for"]
+__all__ = ["Worker", "Handler", "Prepare", "Periodic", "JobKind", "UNFINISHED", "wait_for"]
 
 log = logging.getLogger("memstrata.jobs")
 
@@ -50,6 +51,9 @@ _MAX_BACKOFF_S = 30.0
 #: Times a job runs again at once when a forget of its user committed while it ran
 #: (after that it fails this attempt, and is retried like any failure).
 _RERUNS = 5
+#: The kinds memstrata defines: their payloads are checked before a handler runs
+#: (a kind of a caller's own, such as a test's, is not).
+_KINDS = frozenset(kind.value for kind in JobKind)
 
 
 @dataclass
@@ -161,6 +165,8 @@ class Worker:
             if handler is None:
                 raise JobError(f"no handler for job kind {job.kind!r} (written by a newer "
                                f"memstrata?); known: {', '.join(sorted(self.handlers))}")
+            if job.kind in _KINDS:
+                read_payload(job)  # a payload that does not fit fails here, named
             for rerun in range(_RERUNS + 1):
                 try:
                     handler(job)

@@ -56,6 +56,8 @@ from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState, open_session_store
 from .stores import open_store
 from .stores.base import CompactReport, Job, ProfileVersion, SessionInfo, Store
+from .stores.jobs import (ConsolidatePayload, ExtractPayload, JobKind, MaintainPayload, ProfilePayload,
+                         SummarisePayload, enqueue)
 from .stores.policy import UNFINISHED, Rerun, job_statuses
 from .types import ItemVersion, MemoryItem, Message, Scope, SearchHit, check_id, parse_time, utcnow
 from .usage import UsageReport, usage_report
@@ -132,11 +134,11 @@ class Memory:
         self.pipeline = Pipeline(self.store, self.embedder, self.retriever, self.writer,
                                  self.forgetter, self.profiles, config,
                                  extractor=LLMExtractor(self.llm) if self.llm is not None else None)
-        self.worker = Worker(self.store, {"extract": self.pipeline.run_extract,
-                                          "maintain": self.pipeline.run_maintain,
-                                          "profile": self.pipeline.run_profile,
-                                          "summarise": self._run_summary,
-                                          "consolidate": Consolidator(
+        self.worker = Worker(self.store, {JobKind.EXTRACT: self.pipeline.run_extract,
+                                          JobKind.MAINTAIN: self.pipeline.run_maintain,
+                                          JobKind.PROFILE: self.pipeline.run_profile,
+                                          JobKind.SUMMARISE: self._run_summary,
+                                          JobKind.CONSOLIDATE: Consolidator(
                                               self.pipeline, self.session_manager.sessions).run},
                              lease_s=s.job_lease_s, max_attempts=s.job_max_attempts,
                              prepare=self._prepare_jobs)
@@ -163,12 +165,13 @@ class Memory:
         seen: dict[Scope, str] = {}
         window = self.pipeline.config.window
         for job in jobs:
-            if job.kind != "extract":
+            if job.kind != JobKind.EXTRACT:
                 continue
             scope = job.scope
             if scope not in seen:
                 seen[scope] = self.forgetter.epoch(scope)  # before reading a turn
-            sid, lo, hi = job.payload["session_id"], int(job.payload["from_seq"]), int(job.payload["to_seq"])
+            span = ExtractPayload.read(job)
+            sid, lo, hi = span.session_id, span.from_seq, span.to_seq
             # the turns before, as Indexer.embed_turns and the job read them
             start = max(0, lo - max(6, window))
             turns = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
@@ -292,24 +295,23 @@ class Memory:
 
     def enqueue_extract(self, scope: Scope, session_id: str, from_seq: int, to_seq: int) -> Job:
         """Persist an extraction job over ``[from_seq, to_seq]`` of a session."""
-        return self.store.enqueue_job(scope, "extract", {"session_id": session_id,
-                                                         "from_seq": from_seq, "to_seq": to_seq})
+        return enqueue(self.store, scope, ExtractPayload(session_id, from_seq, to_seq))
 
     def enqueue_summary(self, scope: Scope, session_id: str) -> Job | None:
         """Persist an LLM summary job when one is due and none is pending."""
         state = self.session_manager.sessions.load(scope, session_id)
         if state.message_count - state.message_range_end < self.session_manager.every_n:
             return None
-        if any(j.kind == "summarise" and j.payload.get("session_id") == session_id
+        if any(j.kind == JobKind.SUMMARISE and j.payload.get("session_id") == session_id
                for j in self.store.list_jobs(scope, statuses=UNFINISHED)):
             return None
-        return self.store.enqueue_job(scope, "summarise", {"session_id": session_id})
+        return enqueue(self.store, scope, SummarisePayload(session_id))
 
     def _run_summary(self, job: Job) -> None:
         # Idempotent without a shared transaction: the step saves against the persisted
         # message_range_end, so a rerun after a crash finds nothing due.
         seen = self.forgetter.epoch(job.scope)  # before it reads a turn: see Forgetter.unchanged
-        self.session_manager.summarise(job.scope, job.payload["session_id"],
+        self.session_manager.summarise(job.scope, SummarisePayload.read(job).session_id,
                                        guard=lambda: self.forgetter.unchanged(job.scope, seen))
         with self.store.transaction():
             self.store.finish_job(job)
@@ -380,11 +382,10 @@ class Memory:
         with self.store.transaction():
             for scope in scopes:
                 pending = {j.kind for j in self.store.list_jobs(scope, statuses=("pending",))}
-                if "maintain" not in pending:
-                    queued.append(self.store.enqueue_job(scope, "maintain",
-                                                         {"now": now.isoformat()}).id)
-                if "profile" not in pending:
-                    queued.append(self.store.enqueue_job(scope, "profile", {}).id)
+                if JobKind.MAINTAIN not in pending:
+                    queued.append(enqueue(self.store, scope, MaintainPayload(now)).id)
+                if JobKind.PROFILE not in pending:
+                    queued.append(enqueue(self.store, scope, ProfilePayload()).id)
         if queued:
             self.wake_worker()
         return MaintenanceReport(users=len(scopes), queued=tuple(queued))
@@ -413,7 +414,7 @@ class Memory:
                 scope, session_id, start=handed[0].seq))
         UserMemory(self, scope).enqueue_extraction(session_id)
         if self.settings.extraction != "off":  # R2.6: after the session's extraction job
-            self.store.enqueue_job(scope, "consolidate", {"session_id": session_id})
+            enqueue(self.store, scope, ConsolidatePayload(session_id))
             self.wake_worker()
 
     # -- the per-user API, by user id (see memstrata.user.UserMemory) ----------------------

@@ -46,6 +46,7 @@ from .retrieval.indexer import Indexer, cache_key, embed_uncached, turn_dense_te
 from .retrieval.search import Retriever, SearchResult
 from .sessions import SessionState
 from .stores.base import IdempotentAdd, Job, ProfileVersion, SessionInfo, Store
+from .stores.jobs import JobKind
 from .stores.policy import job_statuses
 from .text import tokenize
 from .tokens import get_tokenizer
@@ -396,7 +397,7 @@ class UserMemory:
         m = self.memory
         batch = m.settings.embed_batch
         queued = {(j.payload.get("session_id"), j.payload.get("from_seq"), j.payload.get("to_seq"))
-                  for j in m.store.list_jobs(self.scope, limit=10**6) if j.kind == "extract"} \
+                  for j in m.store.list_jobs(self.scope, limit=10**6) if j.kind == JobKind.EXTRACT} \
             if extract else set()
 
         def done(result: AddResult, turns: Sequence[Message]) -> None:

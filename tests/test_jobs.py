@@ -173,3 +173,65 @@ def test_maintain_and_profile_run_as_idempotent_jobs(tmp_path: Path) -> None:
         assert {j.status for j in memory.jobs("a")} == {"done"}
         memory.forget_user("a")
         assert memory.profile("a", cached=True).is_empty
+
+
+def test_job_kinds_keep_the_strings_stored_rows_hold(tmp_path: Path) -> None:
+    """A database written before the kinds were an enum reads the same: a row queued with
+    the bare strings of then runs, and what is queued now stores the same strings."""
+    from memstrata.stores.jobs import (ExtractPayload, JobKind, MaintainPayload, enqueue,
+                                       read_payload)
+
+    assert {k.value for k in JobKind} == {"extract", "summarise", "consolidate", "maintain", "profile"}
+    with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder="hash:256", worker="off") as memory:
+        memory.add(turn("I live in Paris."), user_id="a", extract=False)
+        scope = memory.user("a").scope
+        old = memory.store.enqueue_job(scope, "extract", {"session_id": "default", "from_seq": 0,
+                                                          "to_seq": 1})
+        new = enqueue(memory.store, scope, MaintainPayload(None))
+        [stored_old, stored_new] = memory.store.list_jobs(scope)
+        assert (stored_old.kind, stored_new.kind) == ("extract", "maintain")
+        assert type(stored_old.kind) is str and stored_new.payload == {}
+        assert read_payload(stored_old) == ExtractPayload("default", 0, 1)
+        memory.flush()
+        assert {j.id: j.status for j in memory.jobs("a")} == {old.id: "done", new.id: "done"}
+        assert [i.content for i in memory.list("a")] == ["User lives in Paris"]
+
+
+@pytest.mark.parametrize("payload, says", [
+    ({"session_id": "s1", "from_seq": "0", "to_seq": 1}, "'from_seq' must be a message sequence number"),
+    ({"from_seq": 0, "to_seq": 1}, "'session_id' must be a non-empty string"),
+    ({"session_id": "s1", "from_seq": True, "to_seq": 1}, "not bool"),
+])
+def test_a_payload_that_does_not_fit_is_a_job_error_naming_the_field(tmp_path: Path, payload: dict,
+                                                                      says: str) -> None:
+    from memstrata.errors import MemstrataError
+    from memstrata.stores.jobs import ExtractPayload, read_payload
+
+    with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder="hash:256", worker="off",
+                job_max_attempts=1) as memory:
+        scope = memory.user("a").scope
+        job = memory.store.enqueue_job(scope, "extract", payload)
+        for read in (read_payload, ExtractPayload.read):
+            with pytest.raises(JobError, match=says) as caught:
+                read(job)
+            assert isinstance(caught.value, MemstrataError) and job.id in str(caught.value)
+        with pytest.raises(JobError, match="failed after every attempt") as failed:
+            memory.flush()
+        assert says in str(failed.value)
+        [stored] = memory.jobs("a")
+        assert stored.status == "failed" and says in (stored.last_error or "")
+
+
+def test_a_payload_read_as_another_kind_and_an_unknown_kind_are_named(tmp_path: Path) -> None:
+    from memstrata.stores.jobs import ConsolidatePayload, MaintainPayload, read_payload
+
+    with Memory(f"sqlite:///{tmp_path / 'm.db'}", embedder="hash:256", worker="off") as memory:
+        scope = memory.user("a").scope
+        job = memory.store.enqueue_job(scope, "maintain", {"now": "yesterday"})
+        with pytest.raises(JobError, match="'now' must be an ISO 8601 time"):
+            MaintainPayload.read(job)
+        with pytest.raises(JobError, match="is a 'maintain' job, not 'consolidate'"):
+            ConsolidatePayload.read(job)
+        other = memory.store.enqueue_job(scope, "reindex-v9", {})
+        with pytest.raises(JobError, match="unknown kind 'reindex-v9'"):
+            read_payload(other)

@@ -27,6 +27,7 @@ from datetime import datetime
 
 from memstrata.sessions.base import SessionStore
 from memstrata.stores.base import Job
+from memstrata.stores.jobs import ConsolidatePayload, enqueue
 from memstrata.text import detect_language
 from memstrata.types import Filters, Kind, MemoryItem, Message, Role, Scope, Status, new_id, utcnow
 
@@ -52,7 +53,7 @@ class Consolidator:
 
     def run(self, job: Job) -> None:
         """Consolidate the payload's ``session_id`` once per summary version."""
-        scope, sid = job.scope, str(job.payload["session_id"])
+        scope, sid = job.scope, ConsolidatePayload.read(job).session_id
         store = self.pipeline.store
         seen = self.pipeline.forgetter.epoch(scope)  # before the reads: see Forgetter.unchanged
         state = self.sessions.load(scope, sid)
@@ -85,7 +86,7 @@ class Consolidator:
             # read again under the write lock: a forget that committed since the reads
             # above rebuilt the summary and deleted items this text may still quote
             if self.sessions.load(scope, sid).summary != summary:
-                store.enqueue_job(scope, "consolidate", {"session_id": sid})
+                enqueue(store, scope, ConsolidatePayload(sid))
                 store.finish_job(job, result={**result, "skipped": True, "stale": True})
                 return
             items = [i for i in store.list_items(scope, Filters(), limit=10_000)

@@ -40,6 +40,7 @@ from ...retrieval.indexer import Indexer, cache_key
 from ...sessions.base import SessionStore
 from ...stores.base import (AdminStore, CompactReport, ItemStore, JobQueue, Lifecycle, MessageLog, MetaStore,
                             SessionRows, VectorCache)
+from ...stores.jobs import ConsolidatePayload, enqueue
 from ...stores.policy import Rerun
 from ...types import Filters, Kind, Message, Role, Scope, Status, utcnow
 from .profiles import Profiles
@@ -224,7 +225,7 @@ class Forgetter:
             texts |= self._item_texts(scope, item.id, set())
             self.store.delete_item(scope, item.id)
             self.store.set_meta(consolidated_key(scope, sid), "forgotten")
-            self.store.enqueue_job(scope, "consolidate", {"session_id": sid})
+            enqueue(self.store, scope, ConsolidatePayload(sid))
             report.stages += 1
         return texts
 

@@ -34,6 +34,7 @@ from memstrata.retrieval.request import SearchRequest
 from memstrata.retrieval.search import Retriever
 from memstrata.stores.base import (ItemStore, Job, JobQueue, Lifecycle, MessageLog, MetaStore, SearchIndex,
                                    VectorCache)
+from memstrata.stores.jobs import ExtractPayload, MaintainPayload
 from memstrata.types import Filters, Kind, Layer, MemoryItem, Message, Role, Scope, Status, new_id, utcnow
 
 from .credibility import CredibilityConfig, screen
@@ -156,7 +157,8 @@ class Pipeline:
         """
         scope = job.scope
         seen = self.forgetter.epoch(scope)  # before reading a turn: see Forgetter.unchanged
-        sid, lo, hi = job.payload["session_id"], int(job.payload["from_seq"]), int(job.payload["to_seq"])
+        span = ExtractPayload.read(job)
+        sid, lo, hi = span.session_id, span.from_seq, span.to_seq
         start = max(0, lo - self.config.window)
         messages = self.store.get_messages(scope, sid, start=start, limit=hi - start + 1)
         # the job's turns get their vectors here when add() indexed only their words
@@ -533,7 +535,7 @@ class Pipeline:
         """Apply one ``maintain`` job: decay and the cap for the job's user at the
         payload's ``now`` (its enqueue time), in one transaction with ``finish_job``.
         Running it again changes nothing: decay at the same instant is a fixed point."""
-        now = datetime.fromisoformat(job.payload["now"]) if job.payload.get("now") else utcnow()
+        now = MaintainPayload.read(job).now or utcnow()
         with self.store.transaction():
             self.store.lock_user(job.scope)  # reads and writes after any forget, or before it
             counts, _ = self._maintain_scope(job.scope, now)
