@@ -75,6 +75,70 @@ def _spec_key(spec: ChunkSpec) -> dict[str, Any]:
             "version": CHUNKER_VERSION}
 
 
+def _duplicate(doc_id: str, source: str, content_hash: str, sig: tuple[int, ...],
+               others: Sequence[KnowledgeDocument]) -> Plan | None:
+    """A skip plan when another document holds the same text or nearly the same."""
+    for other in others:
+        if other.id == doc_id:
+            continue
+        if other.content_hash == content_hash:
+            return Plan(IngestResult(doc_id, source, "duplicate", duplicate_of=other.id,
+                                     similarity=1.0))
+        near = similarity(sig, other.signature)
+        if near >= NEAR_DUPLICATE:
+            return Plan(IngestResult(doc_id, source, "near_duplicate", duplicate_of=other.id,
+                                     similarity=round(near, 3)))
+    return None
+
+
+def _chunk_rows(parsed: Parsed, spec: ChunkSpec, document: KnowledgeDocument,
+                old: Mapping[str, KnowledgeChunk],
+                same_text_chunks: Mapping[str, str]) -> list[KnowledgeChunk]:
+    """The document's chunk rows: the same text under the same headings keeps its id
+    (and creation time); a chunk whose text is stored elsewhere, or earlier in this
+    document, is marked a duplicate of that one."""
+    seen: dict[tuple[tuple[str, ...], str], int] = {}
+    first_of_hash: dict[str, str] = {}
+    chunks: list[KnowledgeChunk] = []
+    for ordinal, piece in enumerate(chunk(parsed, spec)):
+        text = parsed.text[piece.start:piece.end]
+        key = (piece.heading_path, " ".join(text.split()))
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
+        cid = chunk_id(document.id, piece.heading_path, text, occurrence)
+        digest = text_hash(text)
+        duplicate_of = same_text_chunks.get(digest) or first_of_hash.get(digest)
+        first_of_hash.setdefault(digest, cid)
+        before = old.get(cid)
+        chunks.append(KnowledgeChunk(
+            id=cid, doc_id=document.id, ordinal=ordinal, text=text, start=piece.start, end=piece.end,
+            content_hash=digest, created_at=before.created_at if before else document.updated_at,
+            heading_path=piece.heading_path, joins_next=piece.joins_next,
+            duplicate_of=duplicate_of, tags=document.tags, source=document.source, title=parsed.title,
+            last_reviewed=document.last_reviewed))
+    return chunks
+
+
+def _changes(chunks: list[KnowledgeChunk], old: Mapping[str, KnowledgeChunk],
+             new_ids: set[str]) -> tuple[list[KnowledgeChunk], list[KnowledgeChunk], list[str]]:
+    """``(embed, reindex, delete)``: new chunks, chunks whose fields changed (vector
+    kept), and ids whose index document goes."""
+    delete = [cid for cid in old if cid not in new_ids]
+    embed, reindex = [], []
+    for c in chunks:
+        before = old.get(c.id)
+        if c.duplicate_of is not None:
+            if before is not None and before.duplicate_of is None:
+                delete.append(c.id)  # now a duplicate: its index document goes (row rewritten)
+            continue
+        if before is None or before.duplicate_of is not None:
+            embed.append(c)
+        elif (before.tags, before.last_reviewed, before.title, before.source) != \
+                (c.tags, c.last_reviewed, c.title, c.source):
+            reindex.append(c)
+    return embed, reindex, delete
+
+
 def plan(parsed: Parsed, *, doc_id: str, source: str, tags: Sequence[str],
          last_reviewed: datetime | None, owner: str | None, metadata: Mapping[str, Any],
          spec: ChunkSpec, now: datetime, existing: KnowledgeDocument | None,
@@ -98,55 +162,18 @@ def plan(parsed: Parsed, *, doc_id: str, source: str, tags: Sequence[str],
                                  kept=existing.chunk_count))
     sig = signature(parsed.text)
     if duplicates == "skip":
-        for other in others:
-            if other.id == doc_id:
-                continue
-            if other.content_hash == content_hash:
-                return Plan(IngestResult(doc_id, source, "duplicate", duplicate_of=other.id,
-                                         similarity=1.0))
-            near = similarity(sig, other.signature)
-            if near >= NEAR_DUPLICATE:
-                return Plan(IngestResult(doc_id, source, "near_duplicate", duplicate_of=other.id,
-                                         similarity=round(near, 3)))
+        skipped = _duplicate(doc_id, source, content_hash, sig, others)
+        if skipped is not None:
+            return skipped
     document = KnowledgeDocument(
         id=doc_id, title=parsed.title, source=source, format=parsed.format, text=parsed.text,
         content_hash=content_hash, created_at=existing.created_at if existing else now,
         updated_at=now, tags=tags, last_reviewed=last_reviewed, owner=owner, signature=sig,
         metadata=meta)
     old = {c.id: c for c in existing_chunks}
-    seen: dict[tuple[tuple[str, ...], str], int] = {}
-    first_of_hash: dict[str, str] = {}
-    chunks: list[KnowledgeChunk] = []
-    for ordinal, piece in enumerate(chunk(parsed, spec)):
-        text = parsed.text[piece.start:piece.end]
-        key = (piece.heading_path, " ".join(text.split()))
-        occurrence = seen.get(key, 0)
-        seen[key] = occurrence + 1
-        cid = chunk_id(doc_id, piece.heading_path, text, occurrence)
-        digest = text_hash(text)
-        duplicate_of = same_text_chunks.get(digest) or first_of_hash.get(digest)
-        first_of_hash.setdefault(digest, cid)
-        before = old.get(cid)
-        chunks.append(KnowledgeChunk(
-            id=cid, doc_id=doc_id, ordinal=ordinal, text=text, start=piece.start, end=piece.end,
-            content_hash=digest, created_at=before.created_at if before else now,
-            heading_path=piece.heading_path, joins_next=piece.joins_next,
-            duplicate_of=duplicate_of, tags=tags, source=source, title=parsed.title,
-            last_reviewed=last_reviewed))
+    chunks = _chunk_rows(parsed, spec, document, old, same_text_chunks)
     new_ids = {c.id for c in chunks}
-    delete = [cid for cid in old if cid not in new_ids]
-    embed, reindex = [], []
-    for c in chunks:
-        before = old.get(c.id)
-        if c.duplicate_of is not None:
-            if before is not None and before.duplicate_of is None:
-                delete.append(c.id)  # now a duplicate: its index document goes (row rewritten)
-            continue
-        if before is None or before.duplicate_of is not None:
-            embed.append(c)
-        elif (before.tags, before.last_reviewed, before.title, before.source) != \
-                (c.tags, c.last_reviewed, c.title, c.source):
-            reindex.append(c)
+    embed, reindex, delete = _changes(chunks, old, new_ids)
     embedded = {c.id for c in embed}
     kept = sum(1 for c in chunks if c.id in old and c.id not in embedded)
     status = "added" if existing is None else "updated"

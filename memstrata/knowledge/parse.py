@@ -248,69 +248,85 @@ def _inline(text: str) -> str:
     return _fold(text)
 
 
+class _MarkdownReader:
+    """What :func:`_parse_markdown` holds between lines: the blocks so far, the open
+    paragraph or list item (``item``: the lines in ``para`` are a list item with its
+    continuation lines) and the open code fence."""
+
+    def __init__(self) -> None:
+        self.out = _Builder()
+        self.para: list[str] = []
+        self.item = False
+        self.fence: str | None = None
+        self.code: list[str] = []
+
+    def flush(self) -> None:
+        if self.para:
+            self.out.add("item" if self.item else "paragraph", _join_lines([_inline(x) for x in self.para]))
+            self.para.clear()
+        self.item = False
+
+    def feed(self, line: str) -> None:
+        if self.fence is not None:
+            if line.strip().startswith(self.fence):
+                self.out.add("code", "\n".join(x.rstrip() for x in self.code).strip("\n"))
+                self.fence, self.code = None, []
+            else:
+                self.code.append(line.translate(_DROP_CHARS))
+        elif self._block(line):
+            pass
+        elif _ITEM.match(line):
+            self.flush()
+            self.para.append(_ITEM.sub("", line, count=1))
+            self.item = True
+        else:
+            self.para.append(re.sub(r"^\s*>\s?", "", line))
+
+    def _block(self, line: str) -> bool:
+        """Whether ``line`` is a block of its own or ends one: a fence, a heading, a rule
+        or a blank line, a table row."""
+        opened = _FENCE.match(line)
+        if opened:
+            self.flush()
+            self.fence = opened.group(1)[0] * 3
+            return True
+        atx = _ATX.match(line)
+        if atx:
+            self.flush()
+            self.out.add("heading", _inline(atx.group(2)), len(atx.group(1)))
+            return True
+        setext = _SETEXT.match(line)
+        if setext and len(self.para) == 1 and not _ITEM.match(self.para[0]):
+            heading = self.para.pop()
+            self.out.add("heading", _inline(heading), 1 if setext.group(1)[0] == "=" else 2)
+            return True
+        stripped = line.strip()
+        if not stripped or re.fullmatch(r"(\*\s*){3,}|(-\s*){3,}|(_\s*){3,}", stripped):
+            self.flush()
+            return True
+        if stripped.startswith("|"):
+            self.flush()
+            if not re.fullmatch(r"\|?[\s:|-]+\|?", stripped):  # not the separator row of a table
+                cells = [_inline(c) for c in stripped.strip("|").split("|")]
+                self.out.add("row", " | ".join(c for c in cells if c))
+            return True
+        return False
+
+    def done(self, title: str) -> Parsed:
+        if self.fence is not None and self.code:
+            self.out.add("code", "\n".join(self.code).strip("\n"))
+        self.flush()
+        return self.out.done("markdown", title)
+
+
 def _parse_markdown(raw: str, title: str) -> Parsed:
     """ATX and setext headings, fenced code, list items, tables, quotes and paragraphs;
     inline markup reduced to its text. ``#`` inside a code fence is code."""
     raw = _FRONT.sub("", raw.replace("\r\n", "\n").replace("\r", "\n"))
-    out = _Builder()
-    para: list[str] = []
-    fence: str | None = None
-    code: list[str] = []
-
-    item = False  # the lines in ``para`` are a list item (with its continuation lines)
-
-    def flush() -> None:
-        nonlocal item
-        if para:
-            out.add("item" if item else "paragraph", _join_lines([_inline(x) for x in para]))
-            para.clear()
-        item = False
-
-    lines = raw.split("\n")
-    for line in lines:
-        if fence is not None:
-            if line.strip().startswith(fence):
-                out.add("code", "\n".join(x.rstrip() for x in code).strip("\n"))
-                fence, code = None, []
-            else:
-                code.append(line.translate(_DROP_CHARS))
-            continue
-        opened = _FENCE.match(line)
-        if opened:
-            flush()
-            fence = opened.group(1)[0] * 3
-            continue
-        atx = _ATX.match(line)
-        if atx:
-            flush()
-            out.add("heading", _inline(atx.group(2)), len(atx.group(1)))
-            continue
-        setext = _SETEXT.match(line)
-        if setext and len(para) == 1 and not _ITEM.match(para[0]):
-            heading = para.pop()
-            out.add("heading", _inline(heading), 1 if setext.group(1)[0] == "=" else 2)
-            continue
-        stripped = line.strip()
-        if not stripped or re.fullmatch(r"(\*\s*){3,}|(-\s*){3,}|(_\s*){3,}", stripped):
-            flush()
-            continue
-        if stripped.startswith("|"):
-            flush()
-            if re.fullmatch(r"\|?[\s:|-]+\|?", stripped):
-                continue  # the separator row of a table
-            cells = [_inline(c) for c in stripped.strip("|").split("|")]
-            out.add("row", " | ".join(c for c in cells if c))
-            continue
-        if _ITEM.match(line):
-            flush()
-            para.append(_ITEM.sub("", line, count=1))
-            item = True
-            continue
-        para.append(re.sub(r"^\s*>\s?", "", line))
-    if fence is not None and code:
-        out.add("code", "\n".join(code).strip("\n"))
-    flush()
-    return out.done("markdown", title)
+    reader = _MarkdownReader()
+    for line in raw.split("\n"):
+        reader.feed(line)
+    return reader.done(title)
 
 
 # ---------------------------------------------------------------- HTML
