@@ -182,6 +182,18 @@ def _content_text(content: Any, where: str) -> tuple[str | None, list[str]]:
     return "\n".join(texts), others
 
 
+def _role(raw_role: Any, where: str) -> Role:
+    """A message's role, the ``developer`` alias read as system."""
+    try:
+        if not isinstance(raw_role, str):
+            raise ValueError(raw_role)
+        return Role(_ROLE_ALIASES.get(raw_role, raw_role))
+    except ValueError:
+        raise ValidationError(
+            f"{where} has role {shown(raw_role)}; use one of system, developer, user, "
+            "assistant, tool") from None
+
+
 def _tool_calls(raw: Any, where: str) -> tuple[Mapping[str, Any], ...]:
     """Tool calls in the OpenAI shape, checked before anything is stored: a string
     ``id`` and a ``function`` with a string ``name`` (dict arguments become JSON)."""
@@ -299,15 +311,7 @@ class Message:
         if not isinstance(data, Mapping):
             raise ValidationError(f"{where} must be a dict like "
                                   f"{{'role': 'user', 'content': '...'}}, not {type(data).__name__}")
-        raw_role = data.get("role")
-        try:
-            if not isinstance(raw_role, str):
-                raise ValueError(raw_role)
-            role = Role(_ROLE_ALIASES.get(raw_role, raw_role))
-        except ValueError:
-            raise ValidationError(
-                f"{where} has role {shown(raw_role)}; use one of system, developer, user, "
-                "assistant, tool") from None
+        role = _role(data.get("role"), where)
         metadata = data.get("metadata") or {}
         if not isinstance(metadata, Mapping):
             raise ValidationError(f"{where}: metadata must be a dict")

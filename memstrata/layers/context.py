@@ -270,6 +270,35 @@ def _fit_text(what: str, tag: str, text: str | None, cap: int, tokenizer: Tokeni
     return None, 0, [Dropped("over_quota", (), f"{name} did not fit {cap} tokens")]
 
 
+def _knowledge_first(knowledge: Sequence[MemoryLine], caps: dict[str, int], spare: int,
+                     tokenizer: Tokenizer | None, merge_threshold: float,
+                     line_chars: int) -> tuple[str | None, int, list[str], list[Dropped]]:
+    """The knowledge layer, filled first: what it leaves of its quota goes to long-term
+    (``caps`` updated) — a user without a knowledge base would otherwise leave 40% of
+    every prompt empty."""
+    know_msg, know_tokens, know_ids, dropped = _fill("knowledge-base excerpts", "knowledge", knowledge,
+                                                     caps["knowledge"], tokenizer, merge_threshold,
+                                                     line_chars)
+    caps["long_term"] = min(caps["long_term"] + caps["knowledge"] - know_tokens,
+                            spare - know_tokens)
+    return know_msg, know_tokens, know_ids, dropped
+
+
+def _after_leading_system(messages: Sequence[dict[str, Any]],
+                          layer_msgs: list[str]) -> list[dict[str, Any]]:
+    """The layers' system messages placed after the caller's leading system messages."""
+    out: list[dict[str, Any]] = []
+    placed = False
+    for msg in messages:
+        if not placed and msg["role"] != "system":
+            out.extend(_system(c) for c in layer_msgs)
+            placed = True
+        out.append(msg)
+    if not placed:
+        out.extend(_system(c) for c in layer_msgs)
+    return out
+
+
 def assemble(messages: Sequence[Any], *, budget: int, profile: str | None = None,
              summary: str | None = None, memories: Sequence[MemoryLine] = (),
              knowledge: Sequence[MemoryLine] = (), quotas: Any = None, recall: str = "light",
@@ -296,15 +325,8 @@ def assemble(messages: Sequence[Any], *, budget: int, profile: str | None = None
     caps = {"long_term": min(int(available * q.long_term), spare),
             "knowledge": min(int(available * q.knowledge), spare),
             "short_term": int(available * q.short_term)}
-    dropped: list[Dropped] = []
-    # knowledge first: what it leaves of its quota goes to long-term (a user without a
-    # knowledge base would otherwise leave 40% of every prompt empty)
-    know_msg, know_tokens, know_ids, d = _fill("knowledge-base excerpts", "knowledge", knowledge,
-                                               caps["knowledge"], tokenizer, merge_threshold,
-                                               line_chars)
-    dropped += d
-    caps["long_term"] = min(caps["long_term"] + caps["knowledge"] - know_tokens,
-                            spare - know_tokens)
+    know_msg, know_tokens, know_ids, dropped = _knowledge_first(knowledge, caps, spare, tokenizer,
+                                                                merge_threshold, line_chars)
     # long-term: the profile first, then memories in what is left of the quota
     profile_msg, profile_tokens, d = _fit_text("the user's core profile", "memory", profile,
                                                caps["long_term"], tokenizer, "profile")
@@ -323,15 +345,6 @@ def assemble(messages: Sequence[Any], *, budget: int, profile: str | None = None
     trimmed = trim(grouping.messages, recent_budget, tokenizer=tokenizer, policy=policy)
     dropped = list(grouping.repairs) + dropped + [x for x in trimmed.report.dropped
                                                   if x.reason in ("over_budget", "outside_window")]
-    out: list[dict[str, Any]] = []
-    placed = False
-    for msg in trimmed.messages:
-        if not placed and msg["role"] != "system":
-            out.extend(_system(c) for c in layer_msgs)
-            placed = True
-        out.append(msg)
-    if not placed:
-        out.extend(_system(c) for c in layer_msgs)
     recent_tokens = trimmed.report.tokens - base
     tokens = base + profile_tokens + summary_tokens + mem_tokens + know_tokens + recent_tokens
     reasons = {line.id: line.reason for line in (*memories, *knowledge)
@@ -342,7 +355,7 @@ def assemble(messages: Sequence[Any], *, budget: int, profile: str | None = None
                 "memories": mem_tokens, "knowledge": know_tokens, "recent": recent_tokens},
         quota_tokens=caps, recall=recall, trigger=trigger,
         kept_ids=tuple(mem_ids + know_ids), dropped=tuple(dropped), trim=trimmed.report)
-    return ContextResult(out, report)
+    return ContextResult(_after_leading_system(trimmed.messages, layer_msgs), report)
 
 
 @dataclass(frozen=True, slots=True)

@@ -170,20 +170,13 @@ def signal_rows(per_question: "Sequence[tuple[str, Sequence[Fused], Sequence[Can
     return rows, owners
 
 
-def feature_matrix(per_question: "Sequence[tuple[str, Sequence[Fused], Sequence[Candidate], "
-                   "Sequence[Candidate], set[str]]]", infos: "dict[str, DocInfo]", query: str,
-                   speaker: str | None) -> tuple[np.ndarray, list[tuple[str, Fused]]]:
-    """:func:`features` of :func:`signal_rows`, as one matrix built column by column (what
-    a search runs: a hundred candidates cost about a tenth of a millisecond, not one
-    object each)."""
+def _document_columns(infos: "dict[str, DocInfo]", ids: list[str], query: str,
+                      speaker: str | None) -> tuple[np.ndarray, list[str]]:
+    """The features that depend on the document alone, one row per id (assistant,
+    question_turn, echo, low_information, item, knowledge, speaker, importance), and
+    each document's lowered text."""
     about_assistant = asks_about_assistant(query)
     asks = is_question(query)
-    ids = list(infos)
-    index = {d: n for n, d in enumerate(ids)}
-    stamps = np.array([infos[d].created_at.timestamp() for d in ids], dtype=np.float64)
-    newer = np.searchsorted(np.sort(stamps), stamps, side="left") / max(len(ids) - 1, 1)
-    # per document: assistant, question_turn, echo, low_information, item, knowledge,
-    # speaker, importance
     static = np.zeros((len(ids), 8))
     lowered = []
     for n, doc_id in enumerate(ids):
@@ -201,6 +194,20 @@ def feature_matrix(per_question: "Sequence[tuple[str, Sequence[Fused], Sequence[
             static[n, 5] = 1.0
         if speaker and speaker in info.tags:
             static[n, 6] = 1.0
+    return static, lowered
+
+
+def feature_matrix(per_question: "Sequence[tuple[str, Sequence[Fused], Sequence[Candidate], "
+                   "Sequence[Candidate], set[str]]]", infos: "dict[str, DocInfo]", query: str,
+                   speaker: str | None) -> tuple[np.ndarray, list[tuple[str, Fused]]]:
+    """:func:`features` of :func:`signal_rows`, as one matrix built column by column (what
+    a search runs: a hundred candidates cost about a tenth of a millisecond, not one
+    object each)."""
+    ids = list(infos)
+    index = {d: n for n, d in enumerate(ids)}
+    stamps = np.array([infos[d].created_at.timestamp() for d in ids], dtype=np.float64)
+    newer = np.searchsorted(np.sort(stamps), stamps, side="left") / max(len(ids) - 1, 1)
+    static, lowered = _document_columns(infos, ids, query, speaker)
     blocks: list[np.ndarray] = []
     owners: list[tuple[str, Fused]] = []
     for tokens, fused, lexical, dense, expanded in per_question:
