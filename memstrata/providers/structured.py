@@ -166,6 +166,13 @@ class _Rewrite:
     def mark(self) -> None:
         self.safe = (len(self.out), tuple(self.stack))
 
+    def comma_if_dropped(self, starts_value: bool) -> None:
+        """A value right after a value inside brackets: small models drop commas."""
+        if self.last == "v" and self.stack and starts_value:
+            self.mark()
+            self.out.append(",")
+            self.last = ","
+
     def at_key(self) -> bool:
         return bool(self.stack) and self.stack[-1] == "{" and self.last in ("{", ",")
 
@@ -227,10 +234,7 @@ def _repair(text: str, start: int) -> tuple[Any, int] | None:
     while i < n:
         ch = _FULLWIDTH.get(text[i], text[i])
         starts_value = ch in "\"'{[-+.0123456789" or _WORD.match(text, i) is not None
-        if w.last == "v" and w.stack and starts_value:  # small models drop commas
-            w.mark()
-            w.out.append(",")
-            w.last = ","
+        w.comma_if_dropped(starts_value)
         if ch in "\"'":
             body, i, closed = _read_string(text, i)
             if not closed:
@@ -330,25 +334,30 @@ def _items_of(values: Iterable[Any], items_key: str | None) -> list[Any]:
     return items
 
 
+def _coerce_number(spec: Field, raw: Any) -> tuple[Any, str | None]:
+    """A number or integer field: "85%" is 0.85, a value out of range is clamped."""
+    if isinstance(raw, bool):
+        return None, f"{spec.name} must be a number, not a boolean"
+    if isinstance(raw, str):
+        text = raw.strip().rstrip("%")
+        try:
+            raw = float(text) / (100 if raw.strip().endswith("%") else 1)
+        except ValueError:
+            return None, f"{spec.name} must be a number, got {raw!r}"
+    if not isinstance(raw, (int, float)) or math.isnan(raw):
+        return None, f"{spec.name} must be a number, got {type(raw).__name__}"
+    lo = spec.minimum if spec.minimum is not None else -math.inf
+    hi = spec.maximum if spec.maximum is not None else math.inf
+    value = min(max(float(raw), lo), hi)  # clamp: 1e15 -> 1.0, -3 -> 0.0
+    if spec.type == "integer":
+        return (int(value) if math.isfinite(value) else None,
+                None if math.isfinite(value) else f"{spec.name} is not finite")
+    return value, None
+
+
 def _coerce(spec: Field, raw: Any) -> tuple[Any, str | None]:
     if spec.type in ("number", "integer"):
-        if isinstance(raw, bool):
-            return None, f"{spec.name} must be a number, not a boolean"
-        if isinstance(raw, str):
-            text = raw.strip().rstrip("%")
-            try:
-                raw = float(text) / (100 if raw.strip().endswith("%") else 1)
-            except ValueError:
-                return None, f"{spec.name} must be a number, got {raw!r}"
-        if not isinstance(raw, (int, float)) or math.isnan(raw):
-            return None, f"{spec.name} must be a number, got {type(raw).__name__}"
-        lo = spec.minimum if spec.minimum is not None else -math.inf
-        hi = spec.maximum if spec.maximum is not None else math.inf
-        value = min(max(float(raw), lo), hi)  # clamp: 1e15 -> 1.0, -3 -> 0.0
-        if spec.type == "integer":
-            return (int(value) if math.isfinite(value) else None,
-                    None if math.isfinite(value) else f"{spec.name} is not finite")
-        return value, None
+        return _coerce_number(spec, raw)
     if spec.type == "boolean":
         if isinstance(raw, bool):
             return raw, None
