@@ -36,12 +36,12 @@ SCOPE_TOKEN_TABLES = {"docs_fts"}
 # Statements allowed without a scope condition, with why. Anything new fails the test.
 ALLOWED = {
     # list_users enumerates the scopes themselves; on Citus it fans out to every shard
-    ("sqlite.py", "list_users"), ("postgres.py", "list_users"),
+    ("sql", "list_users"),
     # the job queue is claimed across users (head of each user's queue); list_jobs with
     # no scope lists every user's jobs for workers and flush()
-    ("sqlite.py", "claim_job"), ("sqlite.py", "list_jobs"), ("postgres.py", "list_jobs"),
+    ("sql", "claim_job"), ("sql", "list_jobs"),
     # the idle-session sweep looks across users for sessions to archive (it fans out too)
-    ("sqlite.py", "idle_sessions"), ("postgres.py", "idle_sessions"),
+    ("sql", "idle_sessions"),
     # store-wide maintenance: FTS5 optimize merges every segment; the one-time fill of
     # term records and int8 vectors for documents written before migration 0009_p13
     ("sqlite.py", "compact"), ("sqlite.py", "_backfill"), ("postgres.py", "_backfill"),
@@ -112,9 +112,10 @@ def _flatten(node: ast.AST, names: dict[str, ast.AST], seen: frozenset[str] = fr
 
 
 def _statements(module: str) -> list[tuple[str, str]]:
-    """(function name, SQL) for every call of _x/_many/_insert_many/execute/executemany in
-    the backend package ``module`` names (``sqlite.py`` → ``stores/sqlite/``); module-level
-    SQL constants are resolved too."""
+    """(function name, SQL) for every call of _x/_many/execute/executemany (and the shared
+    row code's _q/_qm) in the package ``module`` names (``sqlite.py`` → ``stores/sqlite/``,
+    ``sql`` → ``stores/sql/``, the row SQL both backends share); module-level SQL constants
+    are resolved too."""
     out = []
     for path in sorted((STORES / module.removesuffix(".py")).glob("*.py")):
         out += _file_statements(ast.parse(path.read_text()))
@@ -143,7 +144,7 @@ def _file_statements(tree: ast.Module) -> list[tuple[str, str]]:
                                 names[t.id] = v
         for node in ast.walk(func):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in {"_x", "_many", "_insert_many", "execute", "executemany"}
+                    and node.func.attr in {"_x", "_many", "_q", "_qm", "execute", "executemany"}
                     and node.args):
                 sql = " ".join(_flatten(node.args[0], names).split())
                 if sql:
@@ -174,7 +175,7 @@ def _unscoped(module: str, statements: list[tuple[str, str]]) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("module", ["sqlite.py", "postgres.py"])
+@pytest.mark.parametrize("module", ["sqlite.py", "postgres.py", "sql"])
 def test_every_query_on_a_scoped_table_is_scoped(module: str) -> None:
     statements = _statements(module)
     assert len(statements) > 20, "the SQL extraction found too little; has the module changed?"

@@ -20,23 +20,22 @@ table               rows
 ==================  ==========================================================
 
 :class:`KnowledgeRows` implements :class:`KnowledgeStore` once for both backends; each
-backend passes its dialect (placeholders, time and JSON columns).
+backend passes its dialect (:mod:`memstrata.stores.sql.dialect`).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from ..errors import NotFoundError
 from ..ids import RESERVED_ID_MARK
-from ..types import Scope, dumps
+from ..types import Scope
+from .sql.dialect import SQLDialect, json_out, stored_time, time_out
 
 __all__ = ["KnowledgeDocument", "KnowledgeChunk", "KnowledgeRecall", "KnowledgeStore",
            "KnowledgeRows", "kb_scope", "is_kb_scope", "KB_USER"]
@@ -217,67 +216,37 @@ _CHUNK_COLUMNS = ("namespace, user_id, id, doc_id, ordinal, text, start_offset, 
                   "last_reviewed, created_at")
 
 
-class KnowledgeRows:
-    """:class:`KnowledgeStore` in SQL both backends speak; the backend supplies ``_x``,
-    ``_many``, ``transaction``, ``_delete_docs`` and the dialect hooks below."""
+class KnowledgeRows(SQLDialect):
+    """:class:`KnowledgeStore` in SQL both backends speak, over the backend's dialect
+    (:mod:`memstrata.stores.sql.dialect`); the backend's index supplies ``_delete_docs``
+    and ``_delete_scope_docs``."""
 
-    #: the parameter placeholder of the driver ("?" for sqlite3, "%s" for psycopg)
-    _placeholder = "?"
-
-    # the backend's own (annotations only: nothing here shadows them in the MRO)
-    _x: Callable[..., Any]
-    _many: Callable[..., None]
+    # the search index's own (annotations only: nothing here shadows them in the MRO)
     _delete_docs: Callable[[Scope, Sequence[str]], None]
-    transaction: Callable[[], AbstractContextManager[None]]
-
-    # dialect hooks: how a time and a JSON value go in and come out
-    def _time_in(self, value: datetime | None) -> Any:
-        return None if value is None else value.timestamp()
-
-    def _time_out(self, value: Any) -> datetime | None:
-        if value is None or isinstance(value, datetime):
-            return value
-        return datetime.fromtimestamp(float(value), UTC)
-
-    def _json_in(self, value: Any) -> Any:
-        return dumps(value)
-
-    def _json_out(self, value: Any) -> Any:
-        return json.loads(value) if isinstance(value, str) else value
-
-    def _q(self, sql: str, params: Sequence[object] = ()) -> Any:
-        return self._x(sql if self._placeholder == "?" else sql.replace("?", self._placeholder),
-                       tuple(params))
-
-    def _qm(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
-        if rows:
-            self._many(sql if self._placeholder == "?" else sql.replace("?", self._placeholder),
-                       rows)
+    _delete_scope_docs: Callable[..., None]
 
     def _doc(self, r: Any, with_text: bool) -> KnowledgeDocument:
-        created, updated = self._time_out(r["created_at"]), self._time_out(r["updated_at"])
-        assert created is not None and updated is not None
+        created, updated = stored_time(r["created_at"]), stored_time(r["updated_at"])
         return KnowledgeDocument(
             id=r["id"], title=r["title"], source=r["source"], format=r["format"],
             text=r["text"] if with_text else "", content_hash=r["content_hash"],
-            created_at=created, updated_at=updated, tags=tuple(self._json_out(r["tags"])),
-            last_reviewed=self._time_out(r["last_reviewed"]), owner=r["owner"],
-            signature=tuple(self._json_out(r["signature"])),
-            metadata=self._json_out(r["metadata"]), chunk_count=int(r["n_chunks"] or 0))
+            created_at=created, updated_at=updated, tags=tuple(json_out(r["tags"])),
+            last_reviewed=time_out(r["last_reviewed"]), owner=r["owner"],
+            signature=tuple(json_out(r["signature"])),
+            metadata=json_out(r["metadata"]), chunk_count=int(r["n_chunks"] or 0))
 
     def _chunk(self, r: Any) -> KnowledgeChunk:
-        created = self._time_out(r["created_at"])
-        assert created is not None
+        created = stored_time(r["created_at"])
         return KnowledgeChunk(
             id=r["id"], doc_id=r["doc_id"], ordinal=int(r["ordinal"]), text=r["text"],
             start=int(r["start_offset"]), end=int(r["end_offset"]), content_hash=r["content_hash"],
             created_at=created,
-            heading_path=tuple(self._json_out(r["heading_path"])), joins_next=bool(r["joins_next"]),
-            duplicate_of=r["duplicate_of"], tags=tuple(self._json_out(r["tags"])),
-            source=r["source"], title=r["title"], last_reviewed=self._time_out(r["last_reviewed"]),
+            heading_path=tuple(json_out(r["heading_path"])), joins_next=bool(r["joins_next"]),
+            duplicate_of=r["duplicate_of"], tags=tuple(json_out(r["tags"])),
+            source=r["source"], title=r["title"], last_reviewed=time_out(r["last_reviewed"]),
             recalled=int(r["recalled"]), used=int(r["used"]),
-            last_recalled=self._time_out(r["last_recalled"]),
-            last_used=self._time_out(r["last_used"]))
+            last_recalled=time_out(r["last_recalled"]),
+            last_used=time_out(r["last_used"]))
 
     # -- writing ------------------------------------------------------------------
     def write_knowledge(self, scope: Scope, document: KnowledgeDocument,
@@ -328,8 +297,8 @@ class KnowledgeRows:
 
     def _delete_user_knowledge(self, user: Scope, *, documents: bool = True) -> None:
         """What the knowledge base holds of a user being forgotten: their pending recalls
-        and, with ``documents``, their private knowledge base (rows and index). Runs in
-        the caller's transaction."""
+        and, with ``documents``, their private knowledge base (rows and the whole of its
+        index scope). Runs in the caller's transaction."""
         self._q("DELETE FROM kb_recalls WHERE namespace=? AND user_id=?", (user.namespace, user.user_id))
         if not documents:
             return
@@ -339,6 +308,8 @@ class KnowledgeRows:
         self._delete_chunks(private, ids)
         self._q("DELETE FROM kb_documents WHERE namespace=? AND user_id=?",
                 (private.namespace, private.user_id))
+        # what is left of its index: documents no chunk row names, its log and state
+        self._delete_scope_docs(private, semantic_only=False)
 
     # -- reading --------------------------------------------------------------------
     def get_knowledge_document(self, scope: Scope, doc_id: str) -> KnowledgeDocument:
@@ -427,10 +398,8 @@ class KnowledgeRows:
             self._q("DELETE FROM kb_recalls WHERE namespace=? AND user_id=? AND session_id=?", key)
         out = []
         for r in rows:
-            at = self._time_out(r["at"])
-            assert at is not None
             out.append(KnowledgeRecall(Scope(r["kb_user_id"], user.namespace), r["chunk_id"],
-                                       r["query"], at))
+                                       r["query"], stored_time(r["at"])))
         return out
 
     def stale_knowledge(self, scope: Scope, *, min_recalls: int, limit: int = 100

@@ -1,38 +1,36 @@
 """PostgreSQL + pgvector: the server-grade backend (``postgresql://user:pw@host/db``).
 
 ``connection`` holds the pool, per-thread transactions, migrations and the mapping of
-SQLSTATE codes to memstrata errors; ``rows`` the log, sessions, items, jobs, metadata
-and usage; ``index`` the documents, their change log and the in-process search mirrors.
+SQLSTATE codes to memstrata errors; ``dialect`` how PostgreSQL speaks the row SQL
+shared with SQLite (:mod:`memstrata.stores.sql`: the log, sessions, items, jobs,
+metadata, usage, the service's tables, the embedding cache, the knowledge base);
+``index`` the documents, their change log and the in-process search mirrors.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from datetime import datetime
-from typing import Any
 
 import psycopg
 
 from ...errors import StoreError
 from ...types import Scope
 from ..base import CompactReport, Store
-from ..knowledge import KnowledgeRows, kb_scope
-from .admin import PostgresAdmin
-from .connection import as_json, explain
+from ..knowledge import KnowledgeRows
+from ..sql.admin import SQLAdmin
+from ..sql.cache import SQLVectorCache
+from ..sql.rows import SQLRows
+from .connection import explain
 from .index import PostgresIndex
-from .rows import PostgresRows
 
 __all__ = ["PostgresStore", "open_postgres"]
 
 _LOCK_USER_CLASS = 72_617  # advisory lock class of a user's write lock (lock_user)
 
 
-class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, KnowledgeRows, Store):
+class PostgresStore(SQLRows, SQLAdmin, SQLVectorCache, KnowledgeRows, PostgresIndex, Store):
     """memstrata on PostgreSQL with pgvector. Open with :func:`open_postgres`."""
-
-    # the knowledge-base rows' dialect (see memstrata.stores.knowledge.KnowledgeRows)
-    _placeholder = "%s"
 
     def lock_user(self, scope: Scope) -> None:
         if getattr(self._local, "conn", None) is None:
@@ -43,20 +41,6 @@ class PostgresStore(PostgresRows, PostgresIndex, PostgresAdmin, KnowledgeRows, S
         digest = hashlib.sha256(f"{scope.namespace}\x00{scope.user_id}".encode()).digest()
         self._x("SELECT pg_advisory_xact_lock(%s, %s)",
                 (_LOCK_USER_CLASS, int.from_bytes(digest[:4], "big", signed=True)))
-
-    def _time_in(self, value: datetime | None) -> Any:
-        return value
-
-    def _json_in(self, value: Any) -> Any:
-        return as_json(value)
-
-    def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
-        with self.transaction():
-            self._delete_scope_docs(scope, semantic_only=not messages)
-            self._delete_user_rows(scope, messages=messages)
-            self._delete_user_knowledge(scope, documents=messages)
-            if messages:  # the private knowledge base's index rows and log, keyed by its scope
-                self._delete_scope_docs(kb_scope(scope.namespace, scope.user_id), semantic_only=False)
 
     def compact(self, *, wait_s: float = 10.0) -> CompactReport:
         # VACUUM cannot run inside a transaction block: its own autocommit connection.

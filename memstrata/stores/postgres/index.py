@@ -44,8 +44,8 @@ from ..base import DocInfo, IndexDoc
 from ..dense import quantize, rescore_depth
 from ..lexical import encode_terms
 from ..mirror import DocRecord, MirrorCache, ScopeMirror
-from .connection import PostgresConnection, explain
-from .rows import filter_sql
+from .connection import explain
+from .dialect import PostgresDialect
 
 __all__ = ["PostgresIndex"]
 
@@ -69,7 +69,7 @@ def _terms(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-class PostgresIndex(PostgresConnection):
+class PostgresIndex(PostgresDialect):
     """The :class:`~memstrata.stores.base.SearchIndex` and
     :class:`~memstrata.stores.base.VectorCache` seams on PostgreSQL."""
 
@@ -340,10 +340,10 @@ class PostgresIndex(PostgresConnection):
         otherwise the ``docs.seq`` the filters allow, resolved in SQL."""
         if policy.default_mask(filters):
             return None
-        extra, params = filter_sql(filters)
-        rows = conn.execute(f"SELECT d.seq FROM docs d WHERE d.namespace=%(ns)s AND "
-                            f"d.user_id=%(uid)s{extra}",
-                            {"ns": scope.namespace, "uid": scope.user_id, **params}).fetchall()
+        where, params = self._filter_clauses(filters, "d")
+        rows = conn.execute(self._sql("SELECT d.seq FROM docs d WHERE d.namespace=? AND d.user_id=?"
+                                      + "".join(f" AND {w}" for w in where)),
+                            (scope.namespace, scope.user_id, *params)).fetchall()
         return [int(r[0]) for r in rows]
 
     def index_memory(self) -> dict[str, int]:
@@ -402,25 +402,6 @@ class PostgresIndex(PostgresConnection):
         return {r[0]: DocInfo(r[0], _LAYERS[r[1]], r[2], r[3], r[4], r[5], r[6],
                               r[7] if r[7] is not None else 0.5, tuple(r[8] or ()))
                 for r in self._read(read)}
-
-    # -- embedding cache (store-wide) -------------------------------------------------
-    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        rows = self._x("SELECT hash, vec FROM embedding_cache WHERE model=%s AND hash = ANY(%s)",
-                       (model, list(hashes)))
-        # a damaged cache entry is a miss: the text is embedded again and stored anew
-        return {r["hash"]: np.frombuffer(r["vec"], dtype=np.float32) for r in rows
-                if policy.is_vector(r["vec"])}
-
-    def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
-        with self.transaction():
-            self._many("INSERT INTO embedding_cache (model, hash, vec) VALUES (%s,%s,%s) "
-                       "ON CONFLICT (model, hash) DO UPDATE SET vec = EXCLUDED.vec "
-                       "WHERE length(embedding_cache.vec) %% 4 <> 0",  # only a damaged one is replaced
-                       [(model, h, np.asarray(v, dtype=np.float32).tobytes())
-                        for h, v in sorted(vectors.items())])
-
-    def forget_vectors(self, model: str, hashes: Sequence[str]) -> None:
-        self._x("DELETE FROM embedding_cache WHERE model=%s AND hash = ANY(%s)", (model, list(hashes)))
 
     def _delete_scope_docs(self, scope: Scope, *, semantic_only: bool) -> None:
         key = (scope.namespace, scope.user_id)

@@ -2,8 +2,10 @@
 memory (``memory://``).
 
 ``connection`` holds the connection, its lock, transactions, migrations and the mapping
-of SQLite result codes to memstrata errors; ``rows`` the log, sessions, items, jobs,
-metadata and usage; ``index`` the FTS5/vector index and its in-process mirrors.
+of SQLite result codes to memstrata errors; ``dialect`` how SQLite speaks the row SQL
+shared with PostgreSQL (:mod:`memstrata.stores.sql`: the log, sessions, items, jobs,
+metadata, usage, the service's tables, the embedding cache, the knowledge base);
+``index`` the FTS5/vector index and its in-process mirrors.
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ from ...config import Settings
 from ...errors import StoreError
 from ...types import Scope
 from ..base import CompactReport, Store
-from ..knowledge import KnowledgeRows, kb_scope
-from .admin import SQLiteAdmin
+from ..knowledge import KnowledgeRows
+from ..sql.admin import SQLAdmin
+from ..sql.cache import SQLVectorCache
+from ..sql.rows import SQLRows
 from .connection import explain
 from .index import SQLiteIndex
-from .rows import SQLiteRows
 
 __all__ = ["SQLiteStore", "open_sqlite"]
 
 
-class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, KnowledgeRows, Store):
+class SQLiteStore(SQLRows, SQLAdmin, SQLVectorCache, KnowledgeRows, SQLiteIndex, Store):
     """memstrata on one SQLite file or in memory. Open with :func:`open_sqlite`."""
 
     def __init__(self, path: str, *, index_memory_mb: float = 512.0, read_only: bool = False,
@@ -34,14 +37,6 @@ class SQLiteStore(SQLiteRows, SQLiteIndex, SQLiteAdmin, KnowledgeRows, Store):
         self.read_only = read_only  # read by the connection as it opens the file
         self.durability = durability
         super().__init__(path, index_memory_mb=index_memory_mb)
-
-    def delete_user(self, scope: Scope, *, messages: bool = True) -> None:
-        with self.transaction():
-            self._delete_scope_docs(scope, semantic_only=not messages)
-            self._delete_user_rows(scope, messages=messages)
-            self._delete_user_knowledge(scope, documents=messages)
-            if messages:  # the private knowledge base's index rows and log, keyed by its scope
-                self._delete_scope_docs(kb_scope(scope.namespace, scope.user_id), semantic_only=False)
 
     def lock_user(self, scope: Scope) -> None:
         # BEGIN IMMEDIATE took the database's write lock (and self._lock the process's):

@@ -172,19 +172,10 @@ class SQLiteConnection:
             except UnicodeEncodeError as exc:
                 raise unstorable(exc) from exc
 
-    def _many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
-        with self._lock:
-            try:
-                self._conn.executemany(sql, rows)
-            except sqlite3.Error as exc:
-                raise explain(exc, self.path) from exc
-            except UnicodeEncodeError as exc:
-                raise unstorable(exc) from exc
-
-    def _insert_many(self, sql: str, rows: Sequence[Sequence[object]], *,
-                     taken: Callable[[object], Exception] | None = None) -> None:
-        """``executemany`` where a constraint failure means the caller sent an id that is
-        stored already: ``taken(detail)`` builds the error to raise instead."""
+    def _many(self, sql: str, rows: Sequence[Sequence[object]], *,
+              taken: Callable[[object], Exception] | None = None) -> None:
+        """``executemany``; with ``taken``, a constraint failure means the caller sent an
+        id that is stored already, and ``taken(detail)`` builds the error to raise."""
         with self._lock:
             try:
                 self._conn.executemany(sql, rows)

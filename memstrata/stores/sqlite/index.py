@@ -35,8 +35,8 @@ from ..base import DocInfo, IndexDoc, iter_chunks
 from ..dense import quantize, rescore_depth
 from ..lexical import encode_terms
 from ..mirror import DocRecord, MirrorCache, ScopeMirror
-from .connection import SQLiteConnection, explain
-from .rows import filter_clauses
+from .connection import explain
+from .dialect import SQLiteDialect
 
 __all__ = ["SQLiteIndex"]
 
@@ -48,7 +48,7 @@ _LAYERS = {layer.value: layer for layer in Layer}
 _RECORDS = "SELECT rowid, id, visible, terms, q8 FROM doc_records WHERE namespace=? AND user_id=?"
 
 
-class SQLiteIndex(SQLiteConnection):
+class SQLiteIndex(SQLiteDialect):
     """The :class:`~memstrata.stores.base.SearchIndex` and
     :class:`~memstrata.stores.base.VectorCache` seams on one SQLite file."""
 
@@ -424,7 +424,7 @@ class SQLiteIndex(SQLiteConnection):
         otherwise the row ids the filters allow, resolved in SQL."""
         if policy.default_mask(filters):
             return None
-        where, params = filter_clauses(filters, "d")
+        where, params = self._filter_clauses(filters, "d")
         rows = self._x("SELECT d.rowid FROM docs d WHERE d.namespace=? AND d.user_id=?"
                        + "".join(f" AND {w}" for w in where),
                        (scope.namespace, scope.user_id, *params)).fetchall()
@@ -478,28 +478,3 @@ class SQLiteIndex(SQLiteConnection):
                                     r[7] if r[7] is not None else 0.5,
                                     tuple(json.loads(r[8])) if r[8] and r[8] != "[]" else ())
         return out
-
-    # -- embedding cache ------------------------------------------------------------
-    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for chunk in iter_chunks(hashes):
-            rows = self._x(f"SELECT hash, vec FROM embedding_cache WHERE model=? AND hash IN "
-                           f"({','.join('?' * len(chunk))})", (model, *chunk)).fetchall()
-            # a damaged cache entry is a miss: the text is embedded again and stored anew
-            out.update({r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows if policy.is_vector(r[1])})
-        return out
-
-    def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
-        if not vectors:
-            return
-        with self.transaction():
-            self._many("INSERT INTO embedding_cache (model, hash, vec) VALUES (?,?,?) "
-                       "ON CONFLICT (model, hash) DO UPDATE SET vec = excluded.vec "
-                       "WHERE length(embedding_cache.vec) % 4 != 0",
-                       [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()])
-
-    def forget_vectors(self, model: str, hashes: Sequence[str]) -> None:
-        with self.transaction():
-            for chunk in iter_chunks(hashes):
-                self._x(f"DELETE FROM embedding_cache WHERE model=? AND hash IN "
-                        f"({','.join('?' * len(chunk))})", (model, *chunk))
