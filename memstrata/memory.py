@@ -11,11 +11,12 @@
         for hit in lin.search("what language does she use?", k=5):
             print(hit.score, hit.layer.value, hit.text)
 
-``Memory`` owns the parts every user shares — the store, the embedder, the retriever,
-the item writer, the write pipeline, the session manager, the LLM and the job worker —
-and the work that spans users (flush, maintenance sweeps, idle archiving, usage).
-Everything about one user goes through :class:`~memstrata.user.UserMemory`; the methods
-here that take ``user_id`` (and ``agent_id``) are the same calls, delegated.
+``Memory`` builds the parts every user shares once — the store, the embedder, the
+retriever, the turn and item writers, the context builder, the write pipeline, the
+session manager, the LLM and the job worker — and does the work that spans users (flush,
+maintenance sweeps, idle archiving, usage). Everything about one user goes through
+:class:`~memstrata.user.UserMemory`; the methods that take ``user_id`` (and
+``agent_id``) are the same calls, delegated, in :mod:`memstrata.by_user`.
 
 Raw messages are written (and committed) before anything derived from them; the
 retrieval index follows. If indexing fails (say, an embedding endpoint is down) the
@@ -27,41 +28,40 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from .assembly import ContextBuilder, ContextSettings
+from .by_user import ByUserId
 from .checks import check_count, check_seconds
 from .config import Settings
 from .errors import ConfigError, JobError, StoreError
 from .jobs import Periodic, Worker, wait_for
 from .knowledge import Knowledge, KnowledgeBase
-from .layers.context import ContextResult
-from .layers.episodic import Resume, SessionManager
+from .layers.episodic import SessionManager
 from .layers.episodic.llm import LLMSummariser
+from .layers.episodic.turns import TurnSettings, TurnWriter
 from .layers.semantic.consolidate import Consolidator
-from .layers.semantic.forget import ERASE_DUE, Forgetter, ForgetReport
+from .layers.semantic.forget import ERASE_DUE, Forgetter
 from .layers.semantic.items import ItemWriter
 from .layers.semantic.llm import LLMExtractor
 from .layers.semantic.pipeline import MaintenanceReport, Pipeline, PipelineConfig
-from .layers.semantic.profile import Profile
 from .layers.semantic.profiles import Profiles
 from .providers.embedders import Embedder, parse_embedder
 from .providers.llm import LLM, parse_provider
 from .providers.rerank import parse_reranker
 from .providers.metered import MeteredLLM
-from .requests import SearchRequest
 from .retrieval.indexer import Indexer, cache_key, embed_uncached, turn_dense_texts
-from .retrieval.search import Retriever, SearchResult
-from .sessions import SessionState, open_session_store
+from .retrieval.search import Retriever
+from .sessions import open_session_store
 from .stores import open_store
-from .stores.base import CompactReport, Job, ProfileVersion, SessionInfo, Store
-from .stores.jobs import (ConsolidatePayload, ExtractPayload, JobKind, MaintainPayload, ProfilePayload,
-                         SummarisePayload, enqueue)
+from .stores.base import CompactReport, Job, Store
+from .stores.jobs import ExtractPayload, JobKind, MaintainPayload, ProfilePayload, SummarisePayload, enqueue
 from .stores.policy import UNFINISHED, Rerun, job_statuses
-from .types import ItemVersion, MemoryItem, Message, Scope, SearchHit, check_id, parse_time, utcnow
+from .types import Message, Scope, check_id, parse_time, utcnow
 from .usage import UsageReport, usage_report
-from .user import AddResult, UserMemory
+from .user import AddResult, Parts, UserMemory
 
 __all__ = ["Memory", "AddResult", "UserMemory"]
 
@@ -81,7 +81,7 @@ def _debug_notice() -> None:
                     "carry ids, counts, timings and scores only")
 
 
-class Memory:
+class Memory(ByUserId):
     """Layered long-term memory for one store and one embedder.
 
     ``store`` is a URL (``sqlite:///memstrata.db``, ``memory://``,
@@ -131,6 +131,17 @@ class Memory:
                                    compact_wait_s=s.compact_wait_s, erase_within_s=s.erase_within_s)
         if self.llm is not None:
             self.session_manager.summariser = LLMSummariser(self.llm)
+        self.turns = TurnWriter(self.store, self.session_manager, self.indexer, self.embedder,
+                                TurnSettings.from_settings(s, summary_jobs=self.llm is not None),
+                                wake=self.wake_worker, replied=self.knowledge_base.replied)
+        self.parts = Parts(
+            settings=s, store=self.store, turns=self.turns, writer=self.writer,
+            contexts=ContextBuilder(self.session_manager, self.profiles, self.knowledge_base,
+                                    ContextSettings.from_settings(s)),
+            retriever=self.retriever, forgetter=self.forgetter, profiles=self.profiles,
+            knowledge_base=self.knowledge_base, session_manager=self.session_manager,
+            maintain=lambda scopes, now, background: self.maintain_scopes(scopes, now,
+                                                                           background=background))
         self.pipeline = Pipeline(self.store, self.embedder, self.retriever, self.writer,
                                  self.forgetter, self.profiles, config,
                                  extractor=LLMExtractor(self.llm) if self.llm is not None else None)
@@ -257,7 +268,7 @@ class Memory:
         """The handle on one user's memory, in namespace ``agent`` (default: the
         ``namespace`` setting)."""
         check_id(user_id, "user_id")  # a caller's id: never one of memstrata's own
-        return UserMemory(self, Scope(user_id, self.settings.namespace if agent is None else agent))
+        return UserMemory(self.parts, Scope(user_id, self.settings.namespace if agent is None else agent))
 
     @property
     def kb(self) -> Knowledge:
@@ -295,17 +306,11 @@ class Memory:
 
     def enqueue_extract(self, scope: Scope, session_id: str, from_seq: int, to_seq: int) -> Job:
         """Persist an extraction job over ``[from_seq, to_seq]`` of a session."""
-        return enqueue(self.store, scope, ExtractPayload(session_id, from_seq, to_seq))
+        return self.turns.enqueue_extract(scope, session_id, from_seq, to_seq)
 
     def enqueue_summary(self, scope: Scope, session_id: str) -> Job | None:
         """Persist an LLM summary job when one is due and none is pending."""
-        state = self.session_manager.sessions.load(scope, session_id)
-        if state.message_count - state.message_range_end < self.session_manager.every_n:
-            return None
-        if any(j.kind == JobKind.SUMMARISE and j.payload.get("session_id") == session_id
-               for j in self.store.list_jobs(scope, statuses=UNFINISHED)):
-            return None
-        return enqueue(self.store, scope, SummarisePayload(session_id))
+        return self.turns.enqueue_summary(scope, session_id)
 
     def _run_summary(self, job: Job) -> None:
         # Idempotent without a shared transaction: the step saves against the persisted
@@ -409,138 +414,4 @@ class Memory:
         """Index what a session store handed to the main store only now (turns an
         earlier memstrata held in Redis), and queue the session's extraction (the scope
         is the session's own, whatever this Memory's default namespace)."""
-        if handed:
-            self.indexer.index_turns(scope, session_id, self.store.get_messages(
-                scope, session_id, start=handed[0].seq))
-        UserMemory(self, scope).enqueue_extraction(session_id)
-        if self.settings.extraction != "off":  # R2.6: after the session's extraction job
-            enqueue(self.store, scope, ConsolidatePayload(session_id))
-            self.wake_worker()
-
-    # -- the per-user API, by user id (see memstrata.user.UserMemory) ----------------------
-    def add(self, messages: Any, user_id: str, session_id: str = "default", *,
-            agent_id: str | None = None, index: bool = True,
-            extract: bool | None = None, idempotency_key: str | None = None) -> AddResult:
-        """:meth:`UserMemory.add` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).add(messages, session_id, index=index,
-                                                      extract=extract,
-                                                      idempotency_key=idempotency_key)
-
-    def messages(self, user_id: str, session_id: str = "default", *,
-                 agent_id: str | None = None) -> builtins.list[Message]:
-        """:meth:`UserMemory.messages` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).messages(session_id)
-
-    def sessions(self, user_id: str, *, agent_id: str | None = None) -> builtins.list[SessionInfo]:
-        """:meth:`UserMemory.sessions` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).sessions()
-
-    def session(self, user_id: str, session_id: str = "default", *,
-                agent_id: str | None = None) -> SessionState:
-        """:meth:`UserMemory.session` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).session(session_id)
-
-    def import_conversation(self, sessions: Iterable[Mapping[str, Any]], user_id: str, *,
-                            agent_id: str | None = None, progress: bool = True,
-                            extract: bool = False) -> builtins.list[AddResult]:
-        """:meth:`UserMemory.import_conversation` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).import_conversation(
-            sessions, progress=progress, extract=extract)
-
-    def remember(self, content: str, user_id: str, *, agent_id: str | None = None,
-                 **fields: Any) -> MemoryItem:
-        """:meth:`UserMemory.remember` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).remember(content, **fields)
-
-    def get(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> MemoryItem:
-        """:meth:`UserMemory.get` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).get(item_id)
-
-    def list(self, user_id: str, *, agent_id: str | None = None, **options: Any) -> builtins.list[MemoryItem]:
-        """:meth:`UserMemory.list` for ``user_id`` (``filters``, ``limit``, ``offset``)."""
-        return self.user(user_id, agent=agent_id).list(**options)
-
-    def update(self, item_id: str, user_id: str, *, agent_id: str | None = None,
-               **changes: Any) -> MemoryItem:
-        """:meth:`UserMemory.update` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).update(item_id, **changes)
-
-    def history(self, item_id: str, user_id: str, *,
-                agent_id: str | None = None) -> builtins.list[ItemVersion]:
-        """:meth:`UserMemory.history` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).history(item_id)
-
-    def forget(self, item_id: str, user_id: str, *, messages: bool = False,
-               agent_id: str | None = None) -> ForgetReport:
-        """:meth:`UserMemory.forget` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).forget(item_id, messages=messages)
-
-    def delete(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> None:
-        """Hard delete an item (the same as :meth:`forget` without its messages)."""
-        self.user(user_id, agent=agent_id).forget(item_id)
-
-    def forget_user(self, user_id: str, *, messages: bool = True,
-                    agent_id: str | None = None) -> ForgetReport:
-        """:meth:`UserMemory.forget_all` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).forget_all(messages=messages)
-
-    def feedback(self, item_id: str, user_id: str, signal: str, *,
-                 agent_id: str | None = None) -> MemoryItem:
-        """:meth:`UserMemory.feedback` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).feedback(item_id, signal)
-
-    def complete(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> MemoryItem:
-        """:meth:`UserMemory.complete` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).complete(item_id)
-
-    def undo(self, item_id: str, user_id: str, *, agent_id: str | None = None) -> MemoryItem | None:
-        """:meth:`UserMemory.undo` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).undo(item_id)
-
-    def profile(self, user_id: str, *, agent_id: str | None = None,
-                cached: bool = False) -> Profile:
-        """:meth:`UserMemory.profile` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).profile(cached=cached)
-
-    def update_profile(self, user_id: str, *, agent_id: str | None = None, actor: str = "api",
-                       **fields: Any) -> Profile:
-        """:meth:`UserMemory.update_profile` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).update_profile(actor=actor, **fields)
-
-    def profile_history(self, user_id: str, *, agent_id: str | None = None) -> builtins.list[ProfileVersion]:
-        """:meth:`UserMemory.profile_history` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).profile_history()
-
-    def search(self, query: "str | SearchRequest", user_id: str, *, agent_id: str | None = None,
-               **options: Any) -> builtins.list[SearchHit]:
-        """:meth:`UserMemory.search` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).search(query, **options)
-
-    def explain(self, query: "str | SearchRequest", user_id: str, *, agent_id: str | None = None,
-                **options: Any) -> SearchResult:
-        """:meth:`UserMemory.explain` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).explain(query, **options)
-
-    def archive_session(self, user_id: str, session_id: str = "default", *,
-                        agent_id: str | None = None) -> SessionState:
-        """:meth:`UserMemory.archive_session` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).archive_session(session_id)
-
-    def resume(self, user_id: str, *, exclude_session: str | None = None,
-               agent_id: str | None = None) -> Resume:
-        """:meth:`UserMemory.resume` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).resume(exclude_session=exclude_session)
-
-    def context(self, user_id: str, session_id: str = "default", messages: Any = None, *,
-                agent_id: str | None = None, **options: Any) -> ContextResult:
-        """:meth:`UserMemory.context` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).context(session_id, messages, **options)
-
-    def enqueue_extraction(self, user_id: str, session_id: str, *, agent_id: str | None = None,
-                           from_seq: int = 0) -> Job | None:
-        """:meth:`UserMemory.enqueue_extraction` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).enqueue_extraction(session_id, from_seq=from_seq)
-
-    def reindex(self, user_id: str, *, agent_id: str | None = None, progress: bool = True) -> int:
-        """:meth:`UserMemory.reindex` for ``user_id``."""
-        return self.user(user_id, agent=agent_id).reindex(progress=progress)
+        self.turns.archived(scope, session_id, handed)

@@ -48,7 +48,10 @@ RANKS: dict[str, float] = {
     "memstrata.jobs": 8,
     "memstrata.usage": 8,
     "memstrata.requests": 8.5,
+    "memstrata.assembly": 8.7,  # the context of the next LLM call: gathered, then assembled
+    "memstrata.parts": 8.8,  # the pieces a user's handle delegates to
     "memstrata.user": 9,
+    "memstrata.by_user": 9.3,  # Memory's by-user_id methods (the compatibility surface)
     "memstrata.memory": 9.5,
     "memstrata.aio": 9.7,  # AsyncMemory: the same calls in a worker thread
     "memstrata.client": 9.7,  # Client: the same calls over HTTP

@@ -23,8 +23,9 @@ from typing import Any, Protocol
 from ...checks import check_count, check_json, check_label, check_text
 from ...errors import ConflictError, NotFoundError, ValidationError, shown
 from ...retrieval.indexer import Indexer
-from ...stores.base import ItemStore, Lifecycle
-from ...types import ItemVersion, Kind, MemoryItem, Scope, Status, new_id, utcnow
+from ...stores.base import ItemStore, Lifecycle, SearchIndex
+from ...text import tokenize
+from ...types import Filters, ItemVersion, Kind, Layer, MemoryItem, Scope, Status, new_id, utcnow
 from .decide import FeedbackConfig, apply_feedback
 
 __all__ = ["ItemWriter", "EDITABLE", "check_changes", "check_content", "check_unit", "new_item"]
@@ -149,8 +150,13 @@ def new_item(scope: Scope, content: Any, *, limit: int, kind: Any = Kind.FACT,
                       created_at=now, updated_at=now, source_session_id=session_id, **changes)
 
 
-class _ItemBackend(ItemStore, Lifecycle, Protocol):
-    """What the writer needs of a store."""
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+class _ItemBackend(ItemStore, Lifecycle, SearchIndex, Protocol):
+    """What the writer needs of a store (the lexical index: to find an item that says
+    the same)."""
 
 
 class ItemWriter:
@@ -184,6 +190,42 @@ class ItemWriter:
     def create(self, scope: Scope, item: MemoryItem, *, actor: str = "api",
                reason: str = "remember() call") -> MemoryItem:
         return self.write(scope, item, None, "create", actor, reason, item.created_at)
+
+    def remember(self, scope: Scope, content: Any, *, limit: int, kind: Any = Kind.FACT,
+                 actor: str = "api", reason: str = "remember() call", **fields: Any) -> MemoryItem:
+        """``content`` stored directly as a version-1 item (:func:`new_item` checks the
+        fields) — unless an active item of the same kind already says it, which is
+        returned instead: remembering a thing twice is one memory."""
+        same = self.same_item(scope, content, kind)
+        if same is not None:
+            log.info("remember for %r: item %s already says this; not stored again",
+                     scope.user_id, same.id)
+            return same
+        return self.create(scope, new_item(scope, content, limit=limit, kind=kind, **fields),
+                           actor=actor, reason=reason)
+
+    def same_item(self, scope: Scope, content: Any, kind: "Kind | str") -> MemoryItem | None:
+        """The active item of ``kind`` whose text is ``content`` (letter case and spacing
+        aside), found through the lexical index (an item is indexed when written), or
+        None: what ``remember()`` returns instead of storing a thing twice."""
+        if not isinstance(content, str) or not content.strip() or not isinstance(kind, str):
+            return None  # new_item says what is wrong with it
+        try:
+            wanted = Kind(kind)
+        except ValueError:
+            return None
+        store = self.store
+        # an exact repeat has every term of the text: it ranks among the first
+        found = store.lexical_search(scope, tokenize(content), Filters(
+            kinds=(wanted,), layers=(Layer.SEMANTIC,), statuses=(Status.ACTIVE,)), 20)
+        for doc_id, _ in found:
+            try:
+                item = store.get_item(scope, doc_id)
+            except NotFoundError:
+                continue
+            if item.kind is wanted and item.status is Status.ACTIVE and _same_text(item.content, content):
+                return item
+        return None
 
     def edit(self, scope: Scope, item_id: str, changes: Mapping[str, Any], *, actor: str = "api",
              reason: str = "update() call", limit: int = 200_000,

@@ -144,7 +144,7 @@ def erase(handle: UserMemory, plan: Erasure) -> dict[str, int]:
     """Erase what ``plan`` lists, in one transaction under the user's write lock; returns
     the counts erased. Read the plan inside the same lock (:func:`erase_item`,
     :func:`erase_session`), or a job may write from these turns in between."""
-    m = handle.memory
+    m = handle.parts
     scope = handle.scope
     with m.forgetter.exclusive(scope):
         if plan.item_ids:
@@ -168,7 +168,7 @@ def erase_item(handle: UserMemory, item_id: str, *, turns: bool,
                digest: str | None = None) -> dict[str, int]:
     """Plan and erase an item (with ``turns``: and its source turns) under the user's
     write lock; with ``digest``, a ConflictError when the plan is not the one shown."""
-    with handle.memory.forgetter.exclusive(handle.scope):
+    with handle.parts.forgetter.exclusive(handle.scope):
         plan = plan_item(handle, item_id, turns=turns)
         plan.check(digest)
         return erase(handle, plan)
@@ -179,7 +179,7 @@ def erase_session(handle: UserMemory, session_id: str, *, items: bool,
     """Plan and erase a session's turns (with ``items``: and the items they alone state)
     under the user's write lock; with ``digest``, a ConflictError when the plan is not
     the one shown."""
-    with handle.memory.forgetter.exclusive(handle.scope):
+    with handle.parts.forgetter.exclusive(handle.scope):
         plan = plan_session(handle, session_id, items=items)
         plan.check(digest)
         return erase(handle, plan)

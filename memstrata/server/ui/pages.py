@@ -303,7 +303,7 @@ def search(user_id: str, ui: Page, q: str = "", k: int = 10, budget: int = 2000,
 def _explain(handle: Any, request: SearchRequest) -> Any:
     """``handle.explain(request)`` without counting the hits as accessed (R5.7): looking
     at the hit list is not the agent recalling them."""
-    m = handle.memory
+    m = handle.parts
     request = request.checked(m.settings.max_message_chars)
     return m.retriever.search(handle.scope, request, explain=True, touch=False)
 

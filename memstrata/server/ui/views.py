@@ -199,7 +199,7 @@ def session_detail(handle: UserMemory, session_id: str) -> dict[str, Any]:
     if not state.exists:
         raise NotFoundError(f"no session {session_id!r} of this user")
     messages = [m.to_dict() for m in handle.messages(session_id)]
-    versions = handle.memory.store.summary_versions(handle.scope, session_id)
+    versions = handle.parts.store.summary_versions(handle.scope, session_id)
     return {"session": state.to_dict(), "messages": messages,
             "summary": state.summary.to_dict() if state.summary else None,
             "summary_range": [0, state.message_range_end],

@@ -1,0 +1,47 @@
+"""The pieces a user's handle delegates to, built once by :class:`memstrata.Memory`.
+
+A :class:`~memstrata.user.UserMemory` holds one :class:`Parts` and its scope; each of its
+methods is one call on one of these pieces — the owner of that use case: the turn writer
+(add, replay, import and the jobs they queue), the context builder, the item writer,
+the retriever, the forgetter, the profiles, the knowledge base and the session manager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from .assembly import ContextBuilder
+from .config import Settings
+from .knowledge import KnowledgeBase
+from .layers.episodic import SessionManager
+from .layers.episodic.turns import TurnWriter
+from .layers.semantic.forget import Forgetter
+from .layers.semantic.items import ItemWriter
+from .layers.semantic.pipeline import MaintenanceReport
+from .layers.semantic.profiles import Profiles
+from .retrieval.search import Retriever
+from .stores.base import Store
+from .types import Scope
+
+__all__ = ["Parts"]
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What a handle delegates to: the pieces :class:`memstrata.Memory` builds once and
+    every user's handle shares."""
+
+    settings: Settings
+    store: Store
+    turns: TurnWriter
+    contexts: ContextBuilder
+    writer: ItemWriter
+    retriever: Retriever
+    forgetter: Forgetter
+    profiles: Profiles
+    knowledge_base: KnowledgeBase
+    session_manager: SessionManager
+    #: ``maintain(scopes, now, background)``: decay, capacity and the profile snapshot
+    maintain: Callable[[Sequence[Scope], "datetime | None", bool], MaintenanceReport]
