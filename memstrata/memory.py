@@ -39,6 +39,7 @@ from .config import Settings
 from .errors import ConfigError, JobError, StoreError
 from .jobs import Periodic, Worker, wait_for
 from .knowledge import Knowledge, KnowledgeBase
+from .knowledge.settings import KnowledgeSettings
 from .layers.episodic import SessionManager
 from .layers.episodic.llm import LLMSummariser
 from .layers.episodic.turns import TurnSettings, TurnWriter
@@ -54,6 +55,7 @@ from .providers.rerank import parse_reranker
 from .providers.metered import MeteredLLM
 from .retrieval.indexer import Indexer, cache_key, embed_uncached, turn_dense_texts
 from .retrieval.search import Retriever
+from .retrieval.settings import RetrieverSettings
 from .sessions import open_session_store
 from .stores import open_store
 from .stores.base import CompactReport, Job, Store
@@ -115,11 +117,12 @@ class Memory(ByUserId):
             else parse_embedder(s.embedder)
         self._check_embedder()
         self.indexer = Indexer(self.store, self.embedder)
-        self.retriever = Retriever(self.store, self.embedder, s)
+        self.retriever = Retriever(self.store, self.embedder, RetrieverSettings.from_settings(s))
         config = PipelineConfig.from_settings(s)
         self.writer = ItemWriter(self.store, self.indexer, config.feedback)
         self.profiles = Profiles(self.store)
-        self.knowledge_base = KnowledgeBase(self.store, self.indexer, self.embedder, s)
+        self.knowledge_base = KnowledgeBase(self.store, self.indexer, self.embedder,
+                                            KnowledgeSettings.from_settings(s))
         self.llm = self._open_llm(llm)
         self.retriever.reranker = self._owned_reranker = parse_reranker(
             s.reranker, llm=self.llm.llm if self.llm is not None else None, metered=self.llm)

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from ..config import Settings
 from ..errors import ValidationError, shown
 from ..providers.embedders import Embedder
 from ..retrieval.documents import chunk_texts
@@ -37,6 +36,7 @@ from ..types import Filters, Scope, ScoreParts, utcnow
 from .chunking import ChunkSpec
 from .ingest import IngestResult, Plan, plan
 from .parse import Parsed
+from .settings import KnowledgeSettings
 from .usage import draws_on
 
 __all__ = ["KnowledgeBase", "KnowledgeHit", "DocumentHit"]
@@ -117,15 +117,15 @@ class KnowledgeBase:
     """Ingestion, retrieval and usage over knowledge-base scopes of one store."""
 
     def __init__(self, store: Store, indexer: Indexer, embedder: Embedder,
-                 settings: Settings | None = None) -> None:
+                 settings: KnowledgeSettings | None = None) -> None:
         self.store = store
         self.indexer = indexer
         self.embedder = embedder
-        self.settings = s = settings or Settings()
+        self.settings = s = settings or KnowledgeSettings.from_settings()
         # The memory's engine, tuned for documents: the title/heading field has its own
         # weight, and nothing is said by a speaker.
-        self.retriever = Retriever(store, embedder, replace(s, context_weight=s.kb_context_weight,
-                                                            speaker_boost=0.0))
+        self.retriever = Retriever(store, embedder, replace(
+            s.retriever, context_weight=s.kb_context_weight, speaker_boost=0.0))
 
     def spec(self, **overrides: Any) -> ChunkSpec:
         """The chunking settings, with ``max_chars``/``min_chars``/``cjk_weight`` overrides."""

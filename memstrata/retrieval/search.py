@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..config import Settings
 from ..providers.embedders import Embedder, QueryCache
 from ..providers.rerank import Reranker
 from ..stores.base import DocInfo, ItemStore, MetaStore, SearchIndex
@@ -34,6 +33,7 @@ from .fusion import Candidate, Fused, fuse
 from .indexer import cache_partition
 from .rank import feature_matrix
 from .scoring import final_score, get_preset
+from .settings import RetrieverSettings
 from .request import MODES, Mode, SearchRequest
 from .units import ROLES, Unit, is_weak, merge_units, reply_to, role_of, role_weight
 
@@ -114,10 +114,10 @@ class Retriever:
     """Hybrid search over one store with one embedder."""
 
     def __init__(self, store: _SearchBackend, embedder: Embedder,
-                 settings: Settings | None = None) -> None:
+                 settings: RetrieverSettings | None = None) -> None:
         self.store = store
         self.embedder = embedder
-        self.settings = settings or Settings()  # candidates, fusion and weights, expansion…
+        self.settings = settings or RetrieverSettings.from_settings()
         self.queries = QueryCache(embedder, self.settings.query_cache)  # query vectors by text
         self.reranker: Reranker | None = None  # R5.3, off by default (setting ``reranker``)
         self._calibration: Calibration | None = None  # read from the store on first use
