@@ -45,17 +45,16 @@ def _third(text: str, name: str) -> str:
     return re.sub(r"\bUser\b", name, re.sub(r"\bUser's\b", f"{name}'s", text))
 
 
-def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
-                          threshold: float = 0.86, limit: int | None = None,
-                          progress: bool = True) -> dict[str, Any]:
-    """Precision/recall of the offline extractor against LoCoMo ``observation`` facts."""
-    import json
+def _locomo_statements(samples: list[dict]) -> tuple[list[tuple[int, str, str, str]],
+                                                    list[tuple[int, str, str, str]], int]:
+    """Extract candidates turn by turn, beside the human-written observations.
 
-    samples = json.loads(Path(data).read_text())[:limit]
-    cands: list[tuple[int, str, str, str]] = []  # (sample, session, speaker, text)
+    Returns ``(candidates, observations, turns)``; both lists hold
+    ``(sample, session, speaker, text)`` with "User" already replaced by the speaker's name.
+    """
+    cands: list[tuple[int, str, str, str]] = []
     obs: list[tuple[int, str, str, str]] = []
     turns = 0
-    started = time.perf_counter()
     for si, sample in enumerate(samples):
         conv = sample["conversation"]
         for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)),
@@ -75,18 +74,13 @@ def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
             for speaker, facts in sample.get("observation", {}).get(key + "_observation", {}).items():
                 for fact, _ in facts:
                     obs.append((si, key, speaker, fact))
-    extract_s = time.perf_counter() - started
-    model = parse_embedder(embedder or "local:e5-small")
-    texts = sorted({c[3] for c in cands} | {o[3] for o in obs})
-    vectors: dict[str, np.ndarray] = {}
-    for start in tqdm(range(0, len(texts), 64), desc="embedding", disable=not progress):
-        chunk = texts[start:start + 64]
-        vectors.update(zip(chunk, model.embed(chunk, kind="passage")))
-    groups: dict[tuple, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for cand in cands:
-        groups[cand[:3]][0].append(cand[3])
-    for o in obs:
-        groups[o[:3]][1].append(o[3])
+    return cands, obs, turns
+
+
+def _best_matches(groups: dict[tuple, tuple[list, list]],
+                  vectors: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each candidate's best cosine to an observation of its group, and each observation's
+    best cosine to a candidate (0 where the other side of the group is empty)."""
     best_c: list[float] = []
     best_o: list[float] = []
     for cs, os_ in groups.values():
@@ -97,10 +91,15 @@ def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
         sims = np.stack([vectors[t] for t in cs]) @ np.stack([vectors[t] for t in os_]).T
         best_c += sims.max(1).tolist()
         best_o += sims.max(0).tolist()
-    bc, bo = np.array(best_c), np.array(best_o)
-    # the chance level: each group's candidates against the observations of the same
-    # session number and speaker slot in the *next* conversation (other people, other
-    # events) — what a threshold accepts between unrelated statements of this form
+    return np.array(best_c), np.array(best_o)
+
+
+def _chance_matches(groups: dict[tuple, tuple[list, list]], samples: list[dict],
+                    vectors: dict[str, np.ndarray], model: Any) -> np.ndarray:
+    """Best cosines of each group's candidates against the observations of the same
+    session number and speaker slot in the *next* conversation (other people, other
+    events) — what a threshold accepts between unrelated statements of this form.
+    Embeds the renamed observations into ``vectors``."""
     speakers = [[s["conversation"]["speaker_a"], s["conversation"]["speaker_b"]] for s in samples]
     chance: list[float] = []
     for (si, key, speaker), (cs, _) in groups.items():
@@ -119,7 +118,32 @@ def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
             vectors.update(zip(chunk, model.embed(chunk, kind="passage")))
         sims = np.stack([vectors[t] for t in cs]) @ np.stack([vectors[t] for t in other]).T
         chance += sims.max(1).tolist()
-    ch = np.array(chance)
+    return np.array(chance)
+
+
+def run_locomo_extraction(data: str | Path, *, embedder: str | None = None,
+                          threshold: float = 0.86, limit: int | None = None,
+                          progress: bool = True) -> dict[str, Any]:
+    """Precision/recall of the offline extractor against LoCoMo ``observation`` facts."""
+    import json
+
+    samples = json.loads(Path(data).read_text())[:limit]
+    started = time.perf_counter()
+    cands, obs, turns = _locomo_statements(samples)
+    extract_s = time.perf_counter() - started
+    model = parse_embedder(embedder or "local:e5-small")
+    texts = sorted({c[3] for c in cands} | {o[3] for o in obs})
+    vectors: dict[str, np.ndarray] = {}
+    for start in tqdm(range(0, len(texts), 64), desc="embedding", disable=not progress):
+        chunk = texts[start:start + 64]
+        vectors.update(zip(chunk, model.embed(chunk, kind="passage")))
+    groups: dict[tuple, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for cand in cands:
+        groups[cand[:3]][0].append(cand[3])
+    for o in obs:
+        groups[o[:3]][1].append(o[3])
+    bc, bo = _best_matches(groups, vectors)
+    ch = _chance_matches(groups, samples, vectors, model)
 
     def pr(t: float) -> dict[str, float]:
         p = float((bc >= t).mean()) if len(bc) else 0.0

@@ -141,6 +141,56 @@ def _erasures(erased: list[str]) -> Callable[[str], None]:
     return keep
 
 
+def _seed(url: str, users: int, items: int, embedder: str | None,
+          progress: bool) -> tuple[str, str, str]:
+    """Tenant A's users with ``items`` items each, and an API key for each tenant:
+    ``(key A, key B, the embedder's name)``."""
+    with Memory(url, embedder=embedder, worker="off") as memory:
+        rng = np.random.default_rng(7)
+        base = memory.embedder.embed(synthetic_texts(512, seed=3), kind="passage")
+        for u in range(users):
+            _bulk_items(memory.store, Scope(f"user-{u}", TENANT_A),
+                        synthetic_texts(items, seed=100 + u), base, rng, progress)
+        keys = Keys(memory.store)
+        key_a = keys.create(TENANT_A, "app", rate_limit=0, name="bench A").token
+        key_b = keys.create(TENANT_B, "app", rate_limit=0, name="bench B").token
+        return key_a, key_b, memory.embedder.name
+
+
+def _wait_gone(db: Path, planted: list[str], until: float) -> float | None:
+    """When no store file holds a planted string any more (polled every half second),
+    or None if some are still there at ``until``."""
+    while time.time() < until:
+        left = _still_there(db, planted)
+        if not any(left.values()):
+            return time.time()
+        time.sleep(0.5)
+    return None
+
+
+def _figures(run: dict[str, Any], erased: list[str], last: float,
+             gone_at: float | None) -> dict[str, Any]:
+    """The report's latency ratio, forget timings and erasure deadline figures."""
+    alone, beside = run["alone"], run["beside"]
+    compactions = [_compaction(line, last) for line in erased]
+    due = _epoch(run["forgets"][-1]["erase_by"]) if run["forgets"] else None
+    deadline_s = round(due - last + WORKER_TICK_S, 1) if due is not None else None
+    took = max((c["took_s"] for c in compactions if c["after_last_forget_s"] >= 0), default=0.0)
+    gone = round(gone_at - last, 1) if gone_at is not None else None
+    return dict(alone=alone, beside=beside,
+                p95_ratio=round(beside["all"]["p95_ms"] / alone["all"]["p95_ms"], 2)
+                if alone["all"]["p95_ms"] else None,
+                forgets=len(run["forgets"]), planted=len(run["planted"]),
+                forget_p50_ms=_percentiles([f["s"] for f in run["forgets"]])["p50_ms"]
+                if run["forgets"] else None,
+                compactions=compactions, deadline_after_last_forget_s=deadline_s,
+                gone_after_last_forget_s=gone,
+                # polled every half second (a scan of each file takes a moment too): a
+                # second of slack on top of the compaction's time
+                gone_by_deadline=gone is not None and deadline_s is not None
+                and gone <= deadline_s + took + 1.0)
+
+
 def run_forget_isolation(*, clients: int = 4, seconds: float = 15.0, users: int = 4,
                          items: int = 5000, erase_within: float = 20.0, embedder: str | None = None,
                          grace: float = 60.0, progress: bool = True) -> dict[str, Any]:
@@ -153,16 +203,7 @@ def run_forget_isolation(*, clients: int = 4, seconds: float = 15.0, users: int 
         root = Path(tmp)
         db = root / "store.db"
         url = f"sqlite:///{db}"
-        with Memory(url, embedder=embedder, worker="off") as memory:
-            rng = np.random.default_rng(7)
-            base = memory.embedder.embed(synthetic_texts(512, seed=3), kind="passage")
-            for u in range(users):
-                _bulk_items(memory.store, Scope(f"user-{u}", TENANT_A),
-                            synthetic_texts(items, seed=100 + u), base, rng, progress)
-            keys = Keys(memory.store)
-            key_a = keys.create(TENANT_A, "app", rate_limit=0, name="bench A").token
-            key_b = keys.create(TENANT_B, "app", rate_limit=0, name="bench B").token
-            report["embedder"] = memory.embedder.name
+        key_a, key_b, report["embedder"] = _seed(url, users, items, embedder, progress)
         report["store_mb"] = round(sum(p.stat().st_size for p in _files(db)) / 2**20, 1)
         config = root / "serve.toml"
         # the JSON log is at INFO: it carries the erasure lines read below
@@ -177,36 +218,12 @@ def run_forget_isolation(*, clients: int = 4, seconds: float = 15.0, users: int 
                                       seconds=seconds, queries=queries))
             last = run["forgets"][-1]["at"] if run["forgets"] else time.time()
             deadline = last + erase_within + WORKER_TICK_S
-            gone_at = None
             report["found_after_loop"] = _still_there(db, run["planted"])
-            while time.time() < deadline + grace:
-                left = _still_there(db, run["planted"])
-                if not any(left.values()):
-                    gone_at = time.time()
-                    break
-                time.sleep(0.5)
+            gone_at = _wait_gone(db, run["planted"], deadline + grace)
             report["left_at_end"] = _still_there(db, run["planted"])
         finally:
             stop_process(proc)
-    alone, beside = run["alone"], run["beside"]
-    compactions = [_compaction(line, last) for line in erased]
-    due = _epoch(run["forgets"][-1]["erase_by"]) if run["forgets"] else None
-    deadline_s = round(due - last + WORKER_TICK_S, 1) if due is not None else None
-    took = max((c["took_s"] for c in compactions if c["after_last_forget_s"] >= 0), default=0.0)
-    gone = round(gone_at - last, 1) if gone_at is not None else None
-    report.update(alone=alone, beside=beside,
-                  p95_ratio=round(beside["all"]["p95_ms"] / alone["all"]["p95_ms"], 2)
-                  if alone["all"]["p95_ms"] else None,
-                  forgets=len(run["forgets"]), planted=len(run["planted"]),
-                  forget_p50_ms=_percentiles([f["s"] for f in run["forgets"]])["p50_ms"]
-                  if run["forgets"] else None,
-                  compactions=compactions, deadline_after_last_forget_s=deadline_s,
-                  gone_after_last_forget_s=gone,
-                  # polled every half second (a scan of each file takes a moment too): a
-                  # second of slack on top of the compaction's time
-                  gone_by_deadline=gone is not None and deadline_s is not None
-                  and gone <= deadline_s + took + 1.0,
-                  load_average_after=list(os.getloadavg()))
+    report.update(_figures(run, erased, last, gone_at), load_average_after=list(os.getloadavg()))
     return report
 
 

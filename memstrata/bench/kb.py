@@ -136,26 +136,25 @@ def _query_vectors(memory: Any, questions: list[str], progress: bool, name: str)
     return np.concatenate(out) if out else np.zeros((0, memory.embedder.dim), dtype=np.float32)
 
 
-def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: str,
-             limit: int | None, progress: bool, docs: int | None = None) -> dict[str, Any]:
-    corpus, queries = _load(directory)
-    if docs is not None:  # a quick run: the first documents and the questions they answer
-        corpus = corpus[:docs]
-        kept = {d["doc_id"] for d in corpus}
-        queries = [q for q in queries if set(q.get("gold_doc_ids") or ()) <= kept
-                   and (q.get("gold_doc_ids") or not q.get("gold_spans"))]
-    kb = memory.knowledge(agent_id=namespace)
-    assert isinstance(kb, Knowledge)
-    engine: KnowledgeBase = memory.knowledge_base
-    # the one-list baselines rank as their list alone does: no neighbour-aware ordering
-    alone = KnowledgeBase(engine.store, engine.indexer, engine.embedder,
-                          replace(engine.settings, kb_neighbour_weight=0.0))
-    plain = KnowledgeBase(engine.store, engine.indexer, engine.embedder,
-                          replace(engine.settings, kb_context_weight=0.0, kb_neighbour_weight=0.0))
+def _quick_subset(corpus: list[dict[str, Any]], queries: list[dict[str, Any]],
+                  docs: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A quick run: the first ``docs`` documents and the questions they answer (or that
+    have no gold span at all)."""
+    corpus = corpus[:docs]
+    kept = {d["doc_id"] for d in corpus}
+    queries = [q for q in queries if set(q.get("gold_doc_ids") or ()) <= kept
+               and (q.get("gold_doc_ids") or not q.get("gold_spans"))]
+    return corpus, queries
+
+
+def _ingest(kb: Knowledge, corpus: list[dict[str, Any]], strategy: dict[str, Any], name: str,
+            progress: bool) -> tuple[dict[str, tuple[int, ...]], int, int, float]:
+    """Add every document as plain text; returns each document's cleaning origin map (for
+    mapping gold spans), the chunks made, the chunks embedded and the seconds it took."""
     origins: dict[str, tuple[int, ...]] = {}
     started = time.perf_counter()
     chunks_total = embedded = 0
-    for doc in tqdm(corpus, desc=f"ingest {directory.name}", disable=not progress, leave=False):
+    for doc in tqdm(corpus, desc=f"ingest {name}", disable=not progress, leave=False):
         parsed = parse(doc["text"], "text")
         assert parsed.origin is not None
         origins[doc["doc_id"]] = parsed.origin
@@ -163,7 +162,76 @@ def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: 
                              format="text", duplicates="keep", **strategy)
         chunks_total += result.chunks
         embedded += result.added
-    ingest_s = time.perf_counter() - started
+    return origins, chunks_total, embedded, time.perf_counter() - started
+
+
+def _gold_ranks(hits: list[Any], question: dict[str, Any],
+                spans: dict[str, tuple[int, int]]) -> list[int]:
+    """The ranks whose chunk (or the neighbour shown with it) overlaps a gold span."""
+    ranks = []
+    for rank, hit in enumerate(hits, start=1):
+        if any(g["doc_id"] == hit.doc_id and spans[c][0] < g["end"] and g["start"] < spans[c][1]
+               for c in (hit.id, *hit.expanded) for g in question["gold_spans"]):
+            ranks.append(rank)
+    return ranks
+
+
+class _Asked:
+    """What asking every question of one corpus found: the ranking table, memstrata's top
+    scores (answerable apart from unanswerable), the counts and memstrata's search time."""
+
+    def __init__(self) -> None:
+        self.table = _Table((1, 5, 10))
+        self.top_scores: dict[str, list[float]] = {"answerable": [], "unanswerable": []}
+        self.answered = self.unanswerable = 0
+        self.search_s = 0.0
+
+
+def _ask(memory: Any, kb: Knowledge, sampled: list[dict[str, Any]],
+         spans: dict[str, tuple[int, int]], name: str, progress: bool) -> _Asked:
+    """Every system of :data:`SYSTEM_OPTIONS` answers every sampled question."""
+    engine: KnowledgeBase = memory.knowledge_base
+    # the one-list baselines rank as their list alone does: no neighbour-aware ordering
+    alone = KnowledgeBase(engine.store, engine.indexer, engine.embedder,
+                          replace(engine.settings, kb_neighbour_weight=0.0))
+    plain = KnowledgeBase(engine.store, engine.indexer, engine.embedder,
+                          replace(engine.settings, kb_context_weight=0.0, kb_neighbour_weight=0.0))
+    out = _Asked()
+    vectors = _query_vectors(memory, [q["question"] for q in sampled], progress, name)
+    for q, vector in tqdm(list(zip(sampled, vectors)), desc=f"questions {name}",
+                          disable=not progress, leave=False):
+        meta = q.get("meta") or {}
+        is_unanswerable = bool(meta.get("unanswerable")) or not q.get("gold_spans")
+        for system, options in SYSTEM_OPTIONS.items():
+            opts = dict(options)
+            target = plain if opts.pop("plain", False) else engine if opts["mode"] == "hybrid" else alone
+            expand = opts.pop("expand", False)
+            t0 = time.perf_counter()
+            hits = target.search([kb.shared_scope], q["question"], k=10, expand=expand, min_score=0.0,
+                                 query_vector=vector if opts["mode"] != "lexical" else None, **opts)
+            if system == "memstrata":
+                out.search_s += time.perf_counter() - t0
+                out.top_scores["unanswerable" if is_unanswerable else "answerable"].append(
+                    hits[0].score if hits else 0.0)
+            if is_unanswerable:
+                continue
+            out.table.add(system, str(meta.get("query_type") or "all"), _gold_ranks(hits, q, spans),
+                          [h.doc_id for h in hits], set(q.get("gold_doc_ids") or ()))
+        if is_unanswerable:
+            out.unanswerable += 1
+        else:
+            out.answered += 1
+    return out
+
+
+def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: str,
+             limit: int | None, progress: bool, docs: int | None = None) -> dict[str, Any]:
+    corpus, queries = _load(directory)
+    if docs is not None:
+        corpus, queries = _quick_subset(corpus, queries, docs)
+    kb = memory.knowledge(agent_id=namespace)
+    assert isinstance(kb, Knowledge)
+    origins, chunks_total, embedded, ingest_s = _ingest(kb, corpus, strategy, directory.name, progress)
     spans: dict[str, tuple[int, int]] = {}
     sizes = []
     # the embedder alone on 24 of the chunks, when this run embedded anything (a re-run
@@ -176,40 +244,8 @@ def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: 
             origin = origins[doc["doc_id"]]
             spans[c.id] = (origin[c.start], origin[c.end - 1] + 1)
             sizes.append(c.end - c.start)
-    table = _Table((1, 5, 10))
-    top_scores: dict[str, list[float]] = {"answerable": [], "unanswerable": []}
-    answered = unanswerable = 0
-    search_s = 0.0
-    sampled = _sample(queries, limit)
-    vectors = _query_vectors(memory, [q["question"] for q in sampled], progress, directory.name)
-    for q, vector in tqdm(list(zip(sampled, vectors)), desc=f"questions {directory.name}",
-                          disable=not progress, leave=False):
-        meta = q.get("meta") or {}
-        is_unanswerable = bool(meta.get("unanswerable")) or not q.get("gold_spans")
-        for system, options in SYSTEM_OPTIONS.items():
-            opts = dict(options)
-            target = plain if opts.pop("plain", False) else engine if opts["mode"] == "hybrid" else alone
-            expand = opts.pop("expand", False)
-            t0 = time.perf_counter()
-            hits = target.search([kb.shared_scope], q["question"], k=10, expand=expand, min_score=0.0,
-                                 query_vector=vector if opts["mode"] != "lexical" else None, **opts)
-            if system == "memstrata":
-                search_s += time.perf_counter() - t0
-                top_scores["unanswerable" if is_unanswerable else "answerable"].append(
-                    hits[0].score if hits else 0.0)
-            if is_unanswerable:
-                continue
-            ranks = []
-            for rank, hit in enumerate(hits, start=1):
-                if any(g["doc_id"] == hit.doc_id and spans[c][0] < g["end"] and g["start"] < spans[c][1]
-                       for c in (hit.id, *hit.expanded) for g in q["gold_spans"]):
-                    ranks.append(rank)
-            table.add(system, str(meta.get("query_type") or "all"), ranks,
-                      [h.doc_id for h in hits], set(q.get("gold_doc_ids") or ()))
-        if is_unanswerable:
-            unanswerable += 1
-        else:
-            answered += 1
+    asked = _ask(memory, kb, _sample(queries, limit), spans, directory.name, progress)
+    top_scores = asked.top_scores
     below = {f"{t:g}": {kind: round(sum(1 for v in vals if v < t) / len(vals), 4) if vals else None
                         for kind, vals in top_scores.items()} for t in MIN_SCORES}
     return {"data": directory.name, "strategy": strategy, "documents": len(corpus),
@@ -219,9 +255,9 @@ def _run_one(memory: Any, directory: Path, strategy: dict[str, Any], namespace: 
             "ingest_s": round(ingest_s, 2),
             "chunks_per_s": round(chunks_total / ingest_s, 2) if ingest_s else 0,
             "chunks_embedded": embedded, "embedder_chunks_per_s": round(raw_rate, 2) if embedded else None,
-            "questions": answered, "unanswerable": unanswerable,
-            "search_ms_mean": round(1000 * search_s / max(1, answered + unanswerable), 2),
-            "systems": table.summary(), "top_score_below": below,
+            "questions": asked.answered, "unanswerable": asked.unanswerable,
+            "search_ms_mean": round(1000 * asked.search_s / max(1, asked.answered + asked.unanswerable), 2),
+            "systems": asked.table.summary(), "top_score_below": below,
             "top_score_median": {k: round(statistics.median(v), 4) if v else None
                                  for k, v in top_scores.items()}}
 

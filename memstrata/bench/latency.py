@@ -250,6 +250,71 @@ def _dense_recall(memory: Memory, scope: Scope, qvecs: np.ndarray, k: int = 10) 
     return round(found / (k * len(qvecs)), 4)
 
 
+def _add_throughput(memory: Memory, progress: bool) -> dict[str, Any]:
+    """add(): real messages through the public API. It returns once the raw turns, their
+    words and their job are stored; flush() then waits for the background job (embedding
+    + extraction), whose rate is the sustained write throughput."""
+    add_times = []
+    for i, text in enumerate(tqdm(synthetic_texts(100, seed=5), desc="add()",
+                                  disable=not progress, leave=False)):
+        started = time.perf_counter()
+        memory.add([{"role": "user", "content": text}], "latency-add", f"s{i // 20}")
+        add_times.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    memory.flush()
+    drained = time.perf_counter() - started
+    return _percentiles(add_times) | {
+        "messages_per_s": round(len(add_times) / sum(add_times), 1),
+        "processed_per_s": round(len(add_times) / (sum(add_times) + drained), 1)}
+
+
+def _query_embedding(memory: Memory, query_texts: list[str]) -> tuple[np.ndarray, dict[str, Any]]:
+    """The queries' vectors (one batch), and the cost of embedding a query alone and in
+    a batch."""
+    started = time.perf_counter()
+    qvecs = memory.embedder.embed(query_texts, kind="query")
+    embed_each = (time.perf_counter() - started) / len(query_texts)
+    single = []
+    for text in query_texts[:50]:
+        t0 = time.perf_counter()
+        memory.embedder.embed([text], kind="query")
+        single.append(time.perf_counter() - t0)
+    return qvecs, _percentiles(single) | {"batched_ms": round(embed_each * 1000, 2)}
+
+
+def _search_at_size(memory: Memory, scope: Scope, query_texts: list[str], qvecs: np.ndarray,
+                    size: int, progress: bool) -> dict[str, Any]:
+    """Search latency over what is loaded now: without the query embedding, with it (no
+    cache hit), with the query's vector cached; beside dense recall and an FTS5 baseline."""
+    memory.retriever.search(scope, SearchRequest(query_texts[0], k=10), query_vector=qvecs[0],
+                            touch=False)
+    excluded, included, repeated = [], [], []
+    for i, text in enumerate(tqdm(query_texts, desc=f"search @{size:,}",
+                                  disable=not progress, leave=False)):
+        t0 = time.perf_counter()
+        memory.retriever.search(scope, SearchRequest(text, k=10), query_vector=qvecs[i])
+        excluded.append(time.perf_counter() - t0)
+    memory.retriever.queries.clear()  # every query below is embedded (no cache hit)
+    for text in query_texts[:50]:
+        t0 = time.perf_counter()
+        memory.retriever.search(scope, SearchRequest(text, k=10))
+        included.append(time.perf_counter() - t0)
+    for text in query_texts[:50]:  # the same queries again: their vectors cached
+        t0 = time.perf_counter()
+        memory.retriever.search(scope, SearchRequest(text, k=10))
+        repeated.append(time.perf_counter() - t0)
+    row: dict[str, Any] = {"search_excluding_embedding": _percentiles(excluded),
+                           "search_including_embedding": _percentiles(included),
+                           "search_repeated_query": _percentiles(repeated)}
+    recall = _dense_recall(memory, scope, qvecs[:50])
+    if recall is not None:
+        row["dense_recall_at_10_vs_exact"] = recall
+    baseline = _fts5_baseline(memory, scope, query_texts)
+    if baseline:
+        row["baseline_fts5_bm25"] = baseline
+    return row
+
+
 def run_latency(sizes: list[int], *, queries: int = 200, store: str | None = None,
                 progress: bool = True, processes: bool = True, rounds: int = 3) -> dict[str, Any]:
     """One user's search latency at ``sizes`` (see the module); with ``processes``, at the
@@ -267,63 +332,16 @@ def run_latency(sizes: list[int], *, queries: int = 200, store: str | None = Non
             report["backend"] = type(memory.store).__name__.removesuffix("Store")
             base_texts = synthetic_texts(512, seed=3)
             base_vectors = memory.embedder.embed(base_texts, kind="passage")
-            # add(): real messages through the public API. It returns once the raw turns,
-            # their words and their job are stored; flush() then waits for the background
-            # job (embedding + extraction), whose rate is the sustained write throughput.
-            add_times = []
-            for i, text in enumerate(tqdm(synthetic_texts(100, seed=5), desc="add()",
-                                          disable=not progress, leave=False)):
-                started = time.perf_counter()
-                memory.add([{"role": "user", "content": text}], "latency-add", f"s{i // 20}")
-                add_times.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            memory.flush()
-            drained = time.perf_counter() - started
-            report["add"] = _percentiles(add_times) | {
-                "messages_per_s": round(len(add_times) / sum(add_times), 1),
-                "processed_per_s": round(len(add_times) / (sum(add_times) + drained), 1)}
-            started = time.perf_counter()
-            qvecs = memory.embedder.embed(query_texts, kind="query")
-            embed_each = (time.perf_counter() - started) / len(query_texts)
-            single = []
-            for text in query_texts[:50]:
-                t0 = time.perf_counter()
-                memory.embedder.embed([text], kind="query")
-                single.append(time.perf_counter() - t0)
-            report["query_embedding"] = _percentiles(single) | {"batched_ms": round(embed_each * 1000, 2)}
+            report["add"] = _add_throughput(memory, progress)
+            qvecs, report["query_embedding"] = _query_embedding(memory, query_texts)
             scope = Scope("latency-user")
             loaded = 0
             for size in sorted(sizes):
                 texts = synthetic_texts(size - loaded, seed=size)
                 _bulk_items(memory.store, scope, texts, base_vectors, rng, progress)
                 loaded = size
-                memory.retriever.search(scope, SearchRequest(query_texts[0], k=10), query_vector=qvecs[0],
-                                        touch=False)
-                excluded, included, repeated = [], [], []
-                for i, text in enumerate(tqdm(query_texts, desc=f"search @{size:,}",
-                                              disable=not progress, leave=False)):
-                    t0 = time.perf_counter()
-                    memory.retriever.search(scope, SearchRequest(text, k=10), query_vector=qvecs[i])
-                    excluded.append(time.perf_counter() - t0)
-                memory.retriever.queries.clear()  # every query below is embedded (no cache hit)
-                for text in query_texts[:50]:
-                    t0 = time.perf_counter()
-                    memory.retriever.search(scope, SearchRequest(text, k=10))
-                    included.append(time.perf_counter() - t0)
-                for text in query_texts[:50]:  # the same queries again: their vectors cached
-                    t0 = time.perf_counter()
-                    memory.retriever.search(scope, SearchRequest(text, k=10))
-                    repeated.append(time.perf_counter() - t0)
-                row: dict[str, Any] = {"search_excluding_embedding": _percentiles(excluded),
-                                       "search_including_embedding": _percentiles(included),
-                                       "search_repeated_query": _percentiles(repeated)}
-                recall = _dense_recall(memory, scope, qvecs[:50])
-                if recall is not None:
-                    row["dense_recall_at_10_vs_exact"] = recall
-                baseline = _fts5_baseline(memory, scope, query_texts)
-                if baseline:
-                    row["baseline_fts5_bm25"] = baseline
-                report["sizes"][str(size)] = row
+                report["sizes"][str(size)] = _search_at_size(memory, scope, query_texts, qvecs,
+                                                             size, progress)
             if processes and sizes:
                 pick = _by_language(query_texts)
                 report["fresh_process"] = _in_child(_fresh_search, url, scope.user_id,

@@ -72,6 +72,69 @@ def _import(memory: Any, user: str, q: dict[str, Any], *, extract: bool = False,
             {m.id for r in results for m in r.messages if m.metadata.get("has_answer")})
 
 
+def _haystack(memory: Any, user: str, scope: Scope, q: dict[str, Any],
+              store: str | None) -> tuple[dict[str, str], set[str]]:
+    """The question's haystack as stored for ``user``: imported now, or found complete
+    in ``store`` from an earlier run (an import cut short is started again)."""
+    stored = memory.store.list_sessions(scope) if store else []
+    turns = {s.session_id: memory.user(user).messages(s.session_id) for s in stored}
+    expected = sum(t["role"] in ("user", "assistant") for s in q["haystack_sessions"] for t in s)
+    if stored and sum(map(len, turns.values())) == expected:
+        # imported by an earlier run into this store: search it as it is
+        session_of = {m.id: sid for sid, ms in turns.items() for m in ms}
+        answers = {m.id for ms in turns.values() for m in ms if m.metadata.get("has_answer")}
+        return session_of, answers
+    if stored:  # an import cut short (the run was stopped): start it again
+        memory.forget_user(user)
+    return _import(memory, user, q)
+
+
+def _miss(memory: Any, scope: Scope, q: dict[str, Any], hits: list[Any],
+          answers: set[str]) -> dict[str, Any] | None:
+    """The ``has_answer`` turns left out of ``hits``, with the top hits beside them."""
+    lost = answers - {i for h in hits for i in h.ids}
+    if not lost:
+        return None
+    texts = memory.store.doc_info(scope, sorted(lost))
+    return {"question_id": q["question_id"], "type": q["question_type"],
+            "question": q["question"],
+            "missed": [t.text[:200] for t in texts.values()],
+            "top": [h.text[:120] for h in hits[:3]]}
+
+
+def _score(row: dict[str, list[float]], per_question: dict[str, dict[str, Any]], system: str,
+           q: dict[str, Any], hits: list[Any], ks: list[int], answers: set[str],
+           session_of: dict[str, str]) -> None:
+    """Turn recall and session recall any/all at each k, into ``row`` and ``per_question``."""
+    gold_sessions = set(q["answer_session_ids"])
+    for k in ks:
+        top = hits[:k]
+        ids = {i for h in top for i in h.ids}
+        found = {session_of.get(i) for i in ids}
+        if answers:
+            row[f"turn_recall@{k}"].append(len(answers & ids) / len(answers))
+        row[f"session_any@{k}"].append(float(bool(gold_sessions & found)))
+        row[f"session_all@{k}"].append(float(gold_sessions <= found))
+        if answers:
+            per_question.setdefault(q["question_id"], {"type": q["question_type"]})[
+                f"{system} turn_recall@{k}"] = round(len(answers & ids) / len(answers), 4)
+
+
+def _systems(rows: dict[str, dict[str, dict[str, list[float]]]]) -> dict[str, Any]:
+    """Each system's means overall and per question type."""
+    systems: dict[str, Any] = {}
+    for system, types in rows.items():
+        every: dict[str, list[float]] = defaultdict(list)
+        for metrics in types.values():
+            for key, values in metrics.items():
+                every[key] += values
+        systems[system] = {"overall": {k: _mean(v) for k, v in sorted(every.items())},
+                           "by_type": {t: {k: _mean(v) for k, v in sorted(m.items())}
+                                       | {"n": len(next(iter(m.values())))}
+                                       for t, m in sorted(types.items())}}
+    return systems
+
+
 def run_longmemeval(data: str | Path, *, ks: list[int], limit: int | None = None,
                     embedder: str | None = None, progress: bool = True,
                     embedding_cache: str | Path | None = None, store: str | None = None,
@@ -93,18 +156,7 @@ def run_longmemeval(data: str | Path, *, ks: list[int], limit: int | None = None
         for q in tqdm(questions, desc="questions", disable=not progress):
             user = f"lme-{q['question_id']}"
             scope = Scope(user, memory.settings.namespace)
-            stored = memory.store.list_sessions(scope) if store else []
-            turns = {s.session_id: memory.user(user).messages(s.session_id) for s in stored}
-            expected = sum(t["role"] in ("user", "assistant") for s in q["haystack_sessions"] for t in s)
-            if stored and sum(map(len, turns.values())) == expected:
-                # imported by an earlier run into this store: search it as it is
-                session_of = {m.id: sid for sid, ms in turns.items() for m in ms}
-                answers = {m.id for ms in turns.values() for m in ms if m.metadata.get("has_answer")}
-            else:
-                if stored:  # an import cut short (the run was stopped): start it again
-                    memory.forget_user(user)
-                session_of, answers = _import(memory, user, q)
-            gold_sessions = set(q["answer_session_ids"])
+            session_of, answers = _haystack(memory, user, scope, q, store)
             vector = memory.embedder.embed([q["question"]], kind="query")[0]
             request = SearchRequest(q["question"], k=max(ks),
                                     filters=Filters(layers=(Layer.EPISODIC,)),
@@ -112,42 +164,15 @@ def run_longmemeval(data: str | Path, *, ks: list[int], limit: int | None = None
             for system in SYSTEMS:
                 hits = search_as(memory.retriever, system, scope, request, query_vector=vector,
                                  touch=False).hits
-                if system == "memstrata":
-                    found_ids = {i for h in hits for i in h.ids}
-                    lost = answers - found_ids
-                    if lost:
-                        texts = memory.store.doc_info(scope, sorted(lost))
-                        misses.append({"question_id": q["question_id"], "type": q["question_type"],
-                                       "question": q["question"],
-                                       "missed": [t.text[:200] for t in texts.values()],
-                                       "top": [h.text[:120] for h in hits[:3]]})
-                for k in ks:
-                    top = hits[:k]
-                    ids = {i for h in top for i in h.ids}
-                    found = {session_of.get(i) for i in ids}
-                    row = rows[system][q["question_type"]]
-                    if answers:
-                        row[f"turn_recall@{k}"].append(len(answers & ids) / len(answers))
-                    row[f"session_any@{k}"].append(float(bool(gold_sessions & found)))
-                    row[f"session_all@{k}"].append(float(gold_sessions <= found))
-                    if answers:
-                        per_question.setdefault(q["question_id"], {"type": q["question_type"]})[
-                            f"{system} turn_recall@{k}"] = round(len(answers & ids) / len(answers), 4)
+                if system == "memstrata" and (miss := _miss(memory, scope, q, hits, answers)):
+                    misses.append(miss)
+                _score(rows[system][q["question_type"]], per_question, system, q, hits, ks, answers,
+                       session_of)
         name = memory.embedder.name
     cache = None
     if cached is not None:
         cache = {"path": str(cached.path), "hits": cached.hits, "misses": cached.misses}
         cached.close()
-    systems: dict[str, Any] = {}
-    for system, types in rows.items():
-        every: dict[str, list[float]] = defaultdict(list)
-        for metrics in types.values():
-            for key, values in metrics.items():
-                every[key] += values
-        systems[system] = {"overall": {k: _mean(v) for k, v in sorted(every.items())},
-                           "by_type": {t: {k: _mean(v) for k, v in sorted(m.items())}
-                                       | {"n": len(next(iter(m.values())))}
-                                       for t, m in sorted(types.items())}}
     return {"benchmark": "longmemeval", "data": str(data), "embedder": name,
-            "questions": len(questions), "ks": ks, "systems": systems,
+            "questions": len(questions), "ks": ks, "systems": _systems(rows),
             "embedding_cache": cache, "per_question": per_question, "misses": misses}

@@ -251,6 +251,53 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "default"
 
 
+def _row(system: str, q: Question, cfg: QAConfig, reader: CachedChat, judge: CachedChat,
+         memory: Any) -> dict[str, Any]:
+    """One system's answer to one question, graded: a line of ``answers.jsonl``."""
+    said, info = _answer(system, q, cfg, reader, memory)
+    return {"config": cfg.id, "dataset": q.dataset, "qid": q.qid,
+            "system": system, "category": q.category, "question": q.question,
+            "gold": q.gold, "answer": said.text,
+            "reader": {"prompt_tokens": said.prompt_tokens,
+                       "completion_tokens": said.completion_tokens,
+                       "cached": said.cached}, **info,
+            **_grade(q, said.text, judge)}
+
+
+def _answer_pending(pending: list[Question], datasets: list[str], rows: dict[tuple, dict[str, Any]],
+                    work: Path, cfg: QAConfig, reader: CachedChat, judge: CachedChat,
+                    embedder: str | None, embedding_cache: str | Path | None,
+                    progress: bool) -> None:
+    """Answer what ``rows`` lacks, each row appended to ``answers.jsonl`` as it is graded
+    (a stopped run resumes there); a conversation is imported once per embedder's store."""
+    for endpoint in {(c.base_url, c.model): c for c in (reader, judge)}.values():
+        endpoint.check()
+    name = _slug(cfg.embedder)  # a store per embedder, and the users imported into it
+    imported_path = work / f"imported-{name}.json"
+    imported = set(json.loads(imported_path.read_text())) if imported_path.exists() else set()
+    store = f"sqlite:///{work / f'store-{name}.db'}"
+    cached = DiskCachedEmbedder(parse_embedder(embedder), embedding_cache) \
+        if embedding_cache else None
+    with bench_memory(store, cached or embedder) as memory, (work / "answers.jsonl").open("a") as out:
+        for dataset in datasets:
+            todo = [q for q in pending if q.dataset == dataset]
+            for q in tqdm(todo, desc=f"qa {dataset}", unit="q", disable=not progress):
+                if q.user not in imported and (q.dataset, q.qid, "memstrata") not in rows:
+                    memory.forget_user(q.user)  # an import cut short by a stopped run
+                    memory.import_conversation(q.sessions, q.user, progress=False)
+                    imported.add(q.user)
+                    imported_path.write_text(json.dumps(sorted(imported)))
+                for system in QA_SYSTEMS:
+                    if (q.dataset, q.qid, system) in rows:
+                        continue
+                    row = _row(system, q, cfg, reader, judge, memory)
+                    rows[(q.dataset, q.qid, system)] = row
+                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    out.flush()
+    if cached is not None:
+        cached.close()
+
+
 def run_qa(data: str | Path, workdir: str | Path, *, reader: CachedChat, judge: CachedChat,
            datasets: list[str], limit: int | dict[str, int] | None = None,
            embedder: str | None = None,
@@ -269,44 +316,12 @@ def run_qa(data: str | Path, workdir: str | Path, *, reader: CachedChat, judge: 
     questions = load_questions(data, datasets, limit)
     embedder_name = embedder or "local:e5-small"
     cfg = QAConfig(reader.model, judge.model, embedder_name, budget, window, answer_tokens, k)
-    results_path = work / "answers.jsonl"
-    rows = {(r["dataset"], r["qid"], r["system"]): r for r in _read_rows(results_path)
+    rows = {(r["dataset"], r["qid"], r["system"]): r for r in _read_rows(work / "answers.jsonl")
             if r.get("config") == cfg.id}
     pending = [q for q in questions if any((q.dataset, q.qid, s) not in rows for s in QA_SYSTEMS)]
     if pending:
-        for endpoint in {(c.base_url, c.model): c for c in (reader, judge)}.values():
-            endpoint.check()
-        name = _slug(embedder_name)  # a store per embedder, and the users imported into it
-        imported_path = work / f"imported-{name}.json"
-        imported = set(json.loads(imported_path.read_text())) if imported_path.exists() else set()
-        store = f"sqlite:///{work / f'store-{name}.db'}"
-        cached = DiskCachedEmbedder(parse_embedder(embedder), embedding_cache) \
-            if embedding_cache else None
-        with bench_memory(store, cached or embedder) as memory, results_path.open("a") as out:
-            for dataset in datasets:
-                todo = [q for q in pending if q.dataset == dataset]
-                for q in tqdm(todo, desc=f"qa {dataset}", unit="q", disable=not progress):
-                    if q.user not in imported and (q.dataset, q.qid, "memstrata") not in rows:
-                        memory.forget_user(q.user)  # an import cut short by a stopped run
-                        memory.import_conversation(q.sessions, q.user, progress=False)
-                        imported.add(q.user)
-                        imported_path.write_text(json.dumps(sorted(imported)))
-                    for system in QA_SYSTEMS:
-                        if (q.dataset, q.qid, system) in rows:
-                            continue
-                        said, info = _answer(system, q, cfg, reader, memory)
-                        row = {"config": cfg.id, "dataset": q.dataset, "qid": q.qid,
-                               "system": system, "category": q.category, "question": q.question,
-                               "gold": q.gold, "answer": said.text,
-                               "reader": {"prompt_tokens": said.prompt_tokens,
-                                          "completion_tokens": said.completion_tokens,
-                                          "cached": said.cached}, **info,
-                               **_grade(q, said.text, judge)}
-                        rows[(q.dataset, q.qid, system)] = row
-                        out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                        out.flush()
-        if cached is not None:
-            cached.close()
+        _answer_pending(pending, datasets, rows, work, cfg, reader, judge, embedder, embedding_cache,
+                        progress)
     done = [rows[(q.dataset, q.qid, s)] for q in questions for s in QA_SYSTEMS]
     return {"benchmark": "qa", "data": str(data), "workdir": str(work), "config": asdict(cfg),
             "config_id": cfg.id, "reader_url": reader.base_url, "judge_url": judge.base_url,

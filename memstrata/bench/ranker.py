@@ -168,6 +168,67 @@ def _recall(ranked: list[str], gold: set[str], k: int) -> float:
     return len(gold & set(ranked[:k])) / len(gold)
 
 
+def _source(name: str, memory: Memory, root: Path, ids: dict[str, Any],
+            memdaily_limit: int) -> Iterator[Query]:
+    """The questions of dataset ``name``, importing each user's memory when ``ids`` does
+    not hold it yet."""
+    if name == "locomo":
+        return _locomo(memory, root, ids)
+    if name == "madial":
+        return _madial(memory, root, ids)
+    if name == "memdaily_chat":
+        return _memdaily_chat(memory, root, ids, memdaily_limit)
+    return _memdaily(memory, root, ids, memdaily_limit)
+
+
+class _Rows:
+    """What :func:`collect` saves of one dataset: a feature row per candidate with its
+    label and the gold keys it stands for; per question its group, the baselines'
+    recall and the size of its gold set."""
+
+    def __init__(self) -> None:
+        self.x: list[list[float]] = []
+        self.y: list[int] = []
+        self.hit_keys: list[str] = []  # the gold keys a row stands for ("|"-joined; an item may hold two)
+        self.qid: list[int] = []
+        self.groups: list[str] = []
+        self.base: list[list[float]] = []
+        self.gold_n: list[int] = []
+
+    def add(self, memory: Memory, q: Query) -> None:
+        scope = Scope(q.user, memory.settings.namespace)
+        vector = memory.embedder.embed([q.request.query], kind="query")[0] \
+            if not q.request.recent else None
+        rows: list[tuple[str, list[float]]] = []
+        search_as(memory.retriever, "memstrata", scope, q.request, query_vector=vector,
+                  touch=False, collect=rows)
+        best: dict[str, list[float]] = {}
+        for doc_id, feats in rows:  # a compound query: the doc's first question
+            best.setdefault(doc_id, feats)
+        for doc_id, feats in best.items():
+            self.x.append(feats)
+            found = sorted(k for k in q.keys(doc_id) if k in q.gold)
+            self.y.append(int(bool(found)))
+            self.hit_keys.append("|".join(found))
+            self.qid.append(len(self.groups))
+        recalls = []
+        for system in ("bm25", "dense"):
+            hits = search_as(memory.retriever, system, scope, q.request,
+                             query_vector=vector, touch=False).hits
+            ranked = [k for h in hits for i in h.ids for k in q.keys(i)]
+            recalls += [_recall(ranked, q.gold, 5), _recall(ranked, q.gold, 10)]
+        self.base.append(recalls)
+        self.groups.append(q.group)
+        self.gold_n.append(len(q.gold))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"x": np.asarray(self.x, dtype=np.float64).reshape(-1, len(FEATURES)),
+                "y": np.asarray(self.y, dtype=np.int8), "qid": np.asarray(self.qid, dtype=np.int32),
+                "keys": np.asarray(self.hit_keys, dtype=str),
+                "groups": np.asarray(self.groups), "base": np.asarray(self.base, dtype=np.float64),
+                "gold_n": np.asarray(self.gold_n, dtype=np.int32)}
+
+
 def collect(data: str | Path, workdir: str | Path, *, datasets: tuple[str, ...] = DATASETS,
             memdaily_limit: int = 100, embedder: str | None = None,
             embedding_cache: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
@@ -186,56 +247,19 @@ def collect(data: str | Path, workdir: str | Path, *, datasets: tuple[str, ...] 
         cached = DiskCachedEmbedder(inner, embedding_cache) if embedding_cache else inner
         id_file = work / f"{name}.ids.json"
         ids: dict[str, Any] = json.loads(id_file.read_text()) if id_file.exists() else {}
-        x: list[list[float]] = []
-        y: list[int] = []
-        hit_keys: list[str] = []  # the gold keys a row stands for ("|"-joined; an item may hold two)
-        qid: list[int] = []
-        groups: list[str] = []
-        base: list[list[float]] = []
-        gold_n: list[int] = []
+        rows = _Rows()
         with Memory(f"sqlite:///{work / f'{name}.db'}", embedder=cached,
                     embed_on_add="inline") as memory:
-            source = (_locomo(memory, root, ids) if name == "locomo" else
-                      _madial(memory, root, ids) if name == "madial" else
-                      _memdaily_chat(memory, root, ids, memdaily_limit)
-                      if name == "memdaily_chat" else _memdaily(memory, root, ids, memdaily_limit))
             known = len(ids)
-            for q in source:
+            for q in _source(name, memory, root, ids, memdaily_limit):
                 if len(ids) != known:  # a user imported: its ids kept for the next run
                     id_file.write_text(json.dumps(ids))
                     known = len(ids)
-                scope = Scope(q.user, memory.settings.namespace)
-                vector = memory.embedder.embed([q.request.query], kind="query")[0] \
-                    if not q.request.recent else None
-                rows: list[tuple[str, list[float]]] = []
-                search_as(memory.retriever, "memstrata", scope, q.request, query_vector=vector,
-                          touch=False, collect=rows)
-                best: dict[str, list[float]] = {}
-                for doc_id, feats in rows:  # a compound query: the doc's first question
-                    best.setdefault(doc_id, feats)
-                for doc_id, feats in best.items():
-                    x.append(feats)
-                    found = sorted(k for k in q.keys(doc_id) if k in q.gold)
-                    y.append(int(bool(found)))
-                    hit_keys.append("|".join(found))
-                    qid.append(len(groups))
-                recalls = []
-                for system in ("bm25", "dense"):
-                    hits = search_as(memory.retriever, system, scope, q.request,
-                                     query_vector=vector, touch=False).hits
-                    ranked = [k for h in hits for i in h.ids for k in q.keys(i)]
-                    recalls += [_recall(ranked, q.gold, 5), _recall(ranked, q.gold, 10)]
-                base.append(recalls)
-                groups.append(q.group)
-                gold_n.append(len(q.gold))
-                if progress and len(groups) % 100 == 0:
-                    print(f"  {name}: {len(groups)} questions", flush=True)
+                rows.add(memory, q)
+                if progress and len(rows.groups) % 100 == 0:
+                    print(f"  {name}: {len(rows.groups)} questions", flush=True)
             id_file.write_text(json.dumps(ids))
-        arrays: dict[str, np.ndarray] = {"x": np.asarray(x, dtype=np.float64).reshape(-1, len(FEATURES)),
-                  "y": np.asarray(y, dtype=np.int8), "qid": np.asarray(qid, dtype=np.int32),
-                  "keys": np.asarray(hit_keys, dtype=str),
-                  "groups": np.asarray(groups), "base": np.asarray(base, dtype=np.float64),
-                  "gold_n": np.asarray(gold_n, dtype=np.int32)}
+        arrays = rows.arrays()
         np.savez(saved, **arrays)  # type: ignore[arg-type]  # numpy stubs: allow_pickle
         out[name] = arrays
     return out

@@ -47,7 +47,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ..layers.semantic.state import is_negation
-from ..types import Scope
+from ..types import Layer, Scope
 from ..requests import SearchRequest
 from .common import SYSTEMS, bench_memory, search_as
 
@@ -398,6 +398,49 @@ def _iter(items: list[Any], progress: bool, desc: str) -> Iterator[Any]:
     return iter(tqdm(items, desc=desc, disable=not progress))
 
 
+def _rank_case(memory: Any, scope: Scope, case: Case, k: int, groups: tuple[str, ...],
+               rows: dict[str, dict[str, list[float]]]) -> None:
+    """Current at top 1 and stale above current, per system, into ``rows``."""
+    for system in SYSTEMS:
+        result = search_as(memory.retriever, system, scope, SearchRequest(case.ask, k=k),
+                           touch=False)
+        top, stale = _order(result.hits, case)
+        for g in groups:
+            rows[f"{system}/{g}"]["top1"].append(float(top))
+            rows[f"{system}/{g}"]["stale_above"].append(float(stale))
+
+
+def _context_case(memory: Any, user: str, case: Case, budget: int) -> tuple[bool, float]:
+    """Whether the new value is in the prompt ``context()`` builds, with every line that
+    holds the old one labelled as past; and the memories' share of the prompt's tokens."""
+    ctx = memory.context(user, "s3", [{"role": "user", "content": case.ask}], budget=budget)
+    lines = _memory_lines(ctx)
+    block = "\n".join(lines)
+    # the value is looked for in the memory's text, not in its date
+    labelled = all(_labelled_past(line)
+                   for line in lines if _old(re.sub(r"^\W*\[[^\]]*\]", "", line), case))
+    total = sum(ctx.report.layers.values()) or 1
+    return _has(block, case.new) and labelled, ctx.report.layers.get("memories", 0) / total
+
+
+def _completions(memory: Any, half: str, bad_items: list[str]) -> tuple[int, int]:
+    """Todos closed by a later stated completion, of the completion cases of ``half``."""
+    done = total_todos = 0
+    completions = unseen_completions(half) if half in UNSEEN else COMPLETIONS
+    for n, (todo, said, h) in enumerate(completions):
+        if half != "all" and h != half:
+            continue
+        user = f"todo{n}"
+        _say(memory, user, "s1", todo, T0)
+        _say(memory, user, "s2", said, T0 + timedelta(days=3))
+        memory.flush()
+        open_todos = memory.list(user, filters={"kinds": ["todo"], "statuses": ["active"]})
+        total_todos += 1
+        done += not open_todos
+        bad_items += [i.content for i in memory.list(user, limit=50) if ill_formed(i.content)]
+    return done, total_todos
+
+
 def run_updates(*, half: str = "held", store: str | None = None, embedder: str | None = None,
                 limit: int | None = None, k: int = 10, budget: int = 2000,
                 progress: bool = True) -> dict[str, Any]:
@@ -414,26 +457,12 @@ def run_updates(*, half: str = "held", store: str | None = None, embedder: str |
             _say(memory, user, "s1", case.first, T0)
             _say(memory, user, "s2", case.change, T0 + timedelta(days=60))
             memory.flush()
-            scope = Scope(user, memory.settings.namespace)
             groups = ("all", case.lang, case.kind)
-            for system in SYSTEMS:
-                result = search_as(memory.retriever, system, scope, SearchRequest(case.ask, k=k),
-                                   touch=False)
-                top, stale = _order(result.hits, case)
-                for g in groups:
-                    rows[f"{system}/{g}"]["top1"].append(float(top))
-                    rows[f"{system}/{g}"]["stale_above"].append(float(stale))
-            ctx = memory.context(user, "s3", [{"role": "user", "content": case.ask}], budget=budget)
-            lines = _memory_lines(ctx)
-            block = "\n".join(lines)
-            # the value is looked for in the memory's text, not in its date
-            labelled = all(_labelled_past(line)
-                           for line in lines if _old(re.sub(r"^\W*\[[^\]]*\]", "", line), case))
-            in_ctx = _has(block, case.new) and labelled
+            _rank_case(memory, Scope(user, memory.settings.namespace), case, k, groups, rows)
+            in_ctx, share = _context_case(memory, user, case, budget)
             for g in groups:
                 rows[f"memstrata/{g}"]["in_context"].append(float(in_ctx))
-            total = sum(ctx.report.layers.values()) or 1
-            shares.append(ctx.report.layers.get("memories", 0) / total)
+            shares.append(share)
             items = memory.list(user, filters={"statuses": ["active", "superseded", "done"]}, limit=200)
             bad_items += [i.content for i in items if ill_formed(i.content)]
             hits = memory.search(case.ask, user, k=k)
@@ -445,19 +474,7 @@ def run_updates(*, half: str = "held", store: str | None = None, embedder: str |
                                  "stale_above": stale, "in_context": in_ctx,
                                  "hits": [h.text[:80] for h in hits[:3]],
                                  "items": [(i.status.value, i.content) for i in items]})
-        done = total_todos = 0
-        completions = unseen_completions(half) if half in UNSEEN else COMPLETIONS
-        for n, (todo, said, h) in enumerate(completions):
-            if half != "all" and h != half:
-                continue
-            user = f"todo{n}"
-            _say(memory, user, "s1", todo, T0)
-            _say(memory, user, "s2", said, T0 + timedelta(days=3))
-            memory.flush()
-            open_todos = memory.list(user, filters={"kinds": ["todo"], "statuses": ["active"]})
-            total_todos += 1
-            done += not open_todos
-            bad_items += [i.content for i in memory.list(user, limit=50) if ill_formed(i.content)]
+        done, total_todos = _completions(memory, half, bad_items)
         needs = recall_needs(memory, budget=budget, progress=progress, limit=limit)
         controls = no_change_controls(memory, budget=budget, progress=progress, limit=limit)
     table = {group: {metric: round(sum(v) / len(v), 4) for metric, v in metrics.items()} | {
@@ -583,6 +600,20 @@ def markdown(report: dict[str, Any]) -> str:
 _ASKS_BEFORE = re.compile(r"\b(?:previous(?:ly)?|before I|used to|originally|initially|at first)\b", re.I)
 
 
+def _session_ranks(memory: Any, scope: Scope, hits: list[Any], answers: set[str],
+                   session_of: dict[str, str]) -> dict[str, int]:
+    """Each answer session's rank: that of the first hit standing for one of its
+    ``has_answer`` turns (an item stands for the turns it was drawn from)."""
+    infos = memory.store.doc_info(scope, [h.id for h in hits if h.layer is Layer.SEMANTIC])
+    rank: dict[str, int] = {}
+    for n, h in enumerate(hits):
+        turns = set(h.ids) | {t[7:] for t in (infos[h.id].tags if h.id in infos else ())
+                              if t.startswith("source:")}
+        for t in turns & answers:
+            rank.setdefault(session_of[t], n)
+    return rank
+
+
 def run_longmemeval_updates(data: str, *, limit: int | None = None, k: int = 50,
                             embedder: str | None = None, embedding_cache: str | None = None,
                             progress: bool = True) -> dict[str, Any]:
@@ -598,7 +629,6 @@ def run_longmemeval_updates(data: str, *, limit: int | None = None, k: int = 50,
     from pathlib import Path
 
     from ..providers.embedders import parse_embedder
-    from ..types import Layer
     from .embedding_cache import DiskCachedEmbedder
     from .longmemeval import _import, parse_date
 
@@ -624,13 +654,7 @@ def run_longmemeval_updates(data: str, *, limit: int | None = None, k: int = 50,
                                     now=parse_date(q["question_date"]))
             for system in SYSTEMS:
                 hits = search_as(memory.retriever, system, scope, request, touch=False).hits
-                infos = memory.store.doc_info(scope, [h.id for h in hits if h.layer is Layer.SEMANTIC])
-                rank: dict[str, int] = {}
-                for n, h in enumerate(hits):
-                    turns = set(h.ids) | {t[7:] for t in (infos[h.id].tags if h.id in infos else ())
-                                          if t.startswith("source:")}
-                    for t in turns & answers:
-                        rank.setdefault(session_of[t], n)
+                rank = _session_ranks(memory, scope, hits, answers, session_of)
                 latest, stale = rank.get(latest_s), rank.get(stale_s)
                 # a question about the earlier state ("What was my previous goal…") is
                 # answered by the earlier session: then that one should come first
