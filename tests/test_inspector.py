@@ -637,23 +637,55 @@ def test_the_correction_box_holds_the_sentence_and_saves_the_stored_form(live, l
             api.delete(f"/v1/users/lin/items/{item['id']}")
 
 
-def test_a_store_failure_at_login_says_the_service_is_unavailable(tmp_path):
-    """A visitor who is not signed in learns nothing of the store: before, the login form
-    showed the database's own words ("no such table: api_keys")."""
+UNAVAILABLE = (("en", "The service is unavailable"), ("zh", "服务暂时不可用"))
+
+
+def _break_table(path, table: str) -> None:
+    """The store breaks under the running service: a table it reads is gone."""
     import sqlite3
 
+    con = sqlite3.connect(path)
+    con.execute(f"ALTER TABLE {table} RENAME TO {table}_gone")
+    con.commit()
+    con.close()
+
+
+def test_a_store_failure_at_login_says_the_service_is_unavailable(tmp_path, caplog):
+    """A visitor who is not signed in learns nothing of the store: before, the login form
+    showed the database's own words ("no such table: api_keys"); a browser still holding a
+    session cookie got them on an error page. The details are in the log."""
+    path = tmp_path / "m.db"
+    memory = Memory(f"sqlite:///{path}", embedder="hash:256")
+    with LiveServer(memory) as server, caplog.at_level("ERROR", "memstrata.server"):
+        token = server.key("acme", "app")
+        _break_table(path, "api_keys")
+        anon = httpx.Client(base_url=server.url, follow_redirects=False)
+        OPEN.append(anon)
+        stale = "memstrata_ui=0123456789abcdef.9999999999.nonce.0123abcd"
+        for lang, words in UNAVAILABLE:
+            r = anon.post("/ui/login", data={"key": token}, headers={"accept-language": lang})
+            assert r.status_code == 503 and words in r.text, r.text
+            assert "api_keys" not in r.text and "no such table" not in r.text
+            for page in ("/ui/users", "/ui/users?format=json"):
+                r = anon.get(page, headers={"accept-language": lang, "cookie": stale})
+                assert r.status_code == 503 and words in r.text, r.text
+                assert "api_keys" not in r.text and "no such table" not in r.text
+        assert any("no such table: api_keys" in r.getMessage() for r in caplog.records)
+    memory.close()
+
+
+def test_a_store_failure_after_the_key_is_checked_says_the_service_is_unavailable(tmp_path):
+    """The key is good but the session cannot be opened (the cookie secret is in the meta
+    table): the same words, not the store's."""
     path = tmp_path / "m.db"
     memory = Memory(f"sqlite:///{path}", embedder="hash:256")
     with LiveServer(memory) as server:
         token = server.key("acme", "app")
-        con = sqlite3.connect(path)
-        con.execute("ALTER TABLE api_keys RENAME TO api_keys_gone")  # the store breaks under it
-        con.commit()
-        con.close()
+        _break_table(path, "meta")
         anon = httpx.Client(base_url=server.url, follow_redirects=False)
         OPEN.append(anon)
-        for lang, words in (("en", "The service is unavailable"), ("zh", "服务暂时不可用")):
+        for lang, words in UNAVAILABLE:
             r = anon.post("/ui/login", data={"key": token}, headers={"accept-language": lang})
             assert r.status_code == 503 and words in r.text, r.text
-            assert "api_keys" not in r.text and "no such table" not in r.text
+            assert "meta" not in r.text.replace('<meta ', '') and "no such table" not in r.text
     memory.close()

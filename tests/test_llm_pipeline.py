@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from memstrata import Memory, Status
+from memstrata.errors import JobError
 from memstrata.layers.semantic.decide import Neighbor, decide
 from memstrata.layers.semantic.extract import Candidate
 from memstrata.layers.semantic.llm import llm_candidates, merge_candidates
@@ -234,18 +235,56 @@ def test_provider_string_setting_and_a_dead_server_fall_back_to_rules(script) ->
         assert report.calls["extract"].failures == 1
 
 
-def test_a_refused_api_key_is_said_loudly_counted_and_the_rules_still_write(server, script, caplog) -> None:
-    """Before, a wrong key made every call fall back to the rules with one WARNING per call
-    among the others; now it is an ERROR that says what to do, and `usage` counts it."""
-    script["extract"] = [(401, ""), (401, "")]
-    with _memory(server) as memory, caplog.at_level("WARNING", "memstrata.llm"):
-        say(memory, "u-key", "s1", "I live in Berlin.")
-        say(memory, "u-key", "s2", "I work at Siemens.")
-        assert {i.metadata["source"].split(":")[0] for i in memory.list("u-key")} == {"rule"}
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refused_api_key_is_an_error_the_caller_sees(server, script, caplog, status) -> None:
+    """Before, a wrong key made the write path fall back to its rules and the caller saw
+    nothing but items written by rules; now the job fails with "<endpoint>: authentication
+    failed", flush() raises it, no item is written behind it, usage counts every refused
+    call and the log says it once."""
+    script["extract"] = [(status, ""), (status, "")]
+    with _memory(server, job_max_attempts=2) as memory, caplog.at_level("WARNING", "memstrata.llm"):
+        memory.add([{"role": "user", "content": "I live in Berlin."},
+                    {"role": "assistant", "content": "OK."}], user_id="u-key", session_id="s1")
+        with pytest.raises(JobError, match="authentication failed") as failed:
+            memory.flush(timeout=120)
+        endpoint = server.split(":", 1)[1].split("#")[0]  # http://127.0.0.1:PORT/v1
+        assert f"{endpoint}/chat/completions: authentication failed (HTTP {status})" in str(failed.value)
+        assert memory.list("u-key") == []  # nothing written behind the caller's back
+        [job] = [j for j in memory.jobs("u-key") if j.kind == "extract"]
+        assert job.status == "failed" and "ProviderAuthError" in (job.last_error or "")
         report = memory.usage("u-key")
-        assert report.errors == {"ProviderAuthError": 2} and report.to_dict()["errors"] == report.errors
-        loud = [r for r in caplog.records if r.levelname == "ERROR" and "refused the API key" in r.message]
-        assert len(loud) == 1 and "offline rules" in loud[0].message  # once, not once per call
+        assert report.errors == {"ProviderAuthError": 2} and report.calls["extract"].failures == 2
+        loud = [r for r in caplog.records if r.levelname == "ERROR" and "authentication failed" in r.message]
+        assert len(loud) == 1  # once, not once per call
+
+
+def test_a_refused_api_key_reaches_the_caller_of_the_metered_llm(server, script) -> None:
+    from memstrata.errors import MemstrataError, ProviderAuthError
+    from memstrata.providers.metered import MeteredLLM
+    from memstrata.types import Scope
+
+    script["extract"] = [(401, "")]
+    with _memory(server) as memory:
+        metered = MeteredLLM(parse_provider(server, max_retries=0, timeout_s=10), memory.store)
+        messages = [{"role": "system", "content": "You extract long-term memories."},
+                    {"role": "user", "content": "I live in Berlin."}]
+        with pytest.raises(ProviderAuthError, match="authentication failed") as refused:
+            metered.call(Scope("u-m"), "extract", messages, None)
+        assert isinstance(refused.value, MemstrataError) and "127.0.0.1" in str(refused.value)
+
+
+def test_an_unavailable_endpoint_falls_back_to_the_rules_loudly_and_counted(server, script, caplog) -> None:
+    """HTTP 500 (and timeouts, refused connections, 429 after the retries) pass: the rules
+    write the turn, the fallback is a WARNING and counted by error class."""
+    script["extract"] = [(500, "")]
+    with _memory(server) as memory, caplog.at_level("WARNING", "memstrata.llm"):
+        say(memory, "u-500", "s1", "I live in Berlin.")
+        [item] = memory.list("u-500")
+        assert item.metadata["source"].startswith("rule:")
+        report = memory.usage("u-500")
+        assert report.errors == {"ProviderResponseError": 1} and report.calls["extract"].failures == 1
+        said = [r for r in caplog.records if "rules instead" in r.getMessage()]
+        assert [r.levelname for r in said] == ["WARNING"] and "HTTP 500" in said[0].getMessage()
 
 
 class BandEmbedder:

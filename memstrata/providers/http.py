@@ -64,9 +64,9 @@ def json_body(response: httpx.Response, url: str, model: str) -> Any:
     except httpx.HTTPStatusError as exc:
         status, detail = response.status_code, response.text[:300]
         if status in (401, 403):
-            raise ProviderAuthError(f"{url} rejected the API key (HTTP {status}): pass api_key= "
-                                    "or set OPENAI_API_KEY / MEMSTRATA_LLM_API_KEY / "
-                                    "MEMSTRATA_EMBEDDER_API_KEY") from exc
+            raise ProviderAuthError(f"{url}: authentication failed (HTTP {status}): it rejected "
+                                    "the API key; pass api_key= or set OPENAI_API_KEY / "
+                                    "MEMSTRATA_LLM_API_KEY / MEMSTRATA_EMBEDDER_API_KEY") from exc
         if status == 404:
             raise ProviderNotFoundError(f"{url} answered 404 for model {model!r}: check the "
                                         f"model name / base URL ({detail})") from exc

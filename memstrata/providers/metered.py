@@ -1,13 +1,22 @@
-"""An LLM metered per user: every call recorded, a daily budget, failures turned into None.
+"""An LLM metered per user: every call recorded, a daily budget, passing failures
+turned into None.
 
 :class:`MeteredLLM` is the one way memstrata's write path calls its LLM. Each call is
 recorded under the user it was made for (tokens, latency, the error class when it
 failed) in a :class:`ScopedUsageSink` — in practice the main store's ``llm_usage``
 table — and a per-user daily budget turns further calls into a recorded ``budget``
-skip. Whatever goes wrong — a :class:`~memstrata.errors.ProviderError` or the budget —
-the caller gets ``None`` and falls back to its offline rules: memory never depends on
-the LLM. A refused API key (:class:`~memstrata.errors.ProviderAuthError`) is no passing
-failure: it is logged at ERROR and counted by error class in the usage report.
+skip. When the endpoint is not available — a timeout, a refused connection, HTTP 429 or
+5xx after the retries, an answer that is not JSON (any other
+:class:`~memstrata.errors.ProviderError`) — or the budget is spent, the caller gets
+``None`` and falls back to its offline rules: memory does not wait for the LLM. Each
+such fallback is logged at WARNING and counted (``usage().calls[purpose].failures`` and
+``errors`` by class; ``memstrata_llm_calls{outcome="error"}`` on the service).
+
+A refused API key (HTTP 401/403, :class:`~memstrata.errors.ProviderAuthError`) is no
+passing failure — every call fails until the key is fixed — so it is not hidden behind
+the rules: it is recorded and counted like the others, logged at ERROR, and raised to
+the caller ("<endpoint>: authentication failed …"): a job fails with it and
+``flush()`` says so, a search with an LLM reranker answers with it.
 The scope is always passed in; nothing is found through ambient state.
 """
 
@@ -69,7 +78,8 @@ class MeteredLLM:
     def call(self, scope: Scope, purpose: str, messages: Sequence[Mapping[str, Any]],
              schema: Schema | None, *, max_tokens: int | None = None) -> Completion | None:
         """One recorded call, or None (recorded too) when the budget is spent or the
-        provider failed: the caller then falls back to its rules."""
+        endpoint is not available: the caller then falls back to its rules. Raises
+        :class:`~memstrata.errors.ProviderAuthError` when the endpoint refused the key."""
         if self.daily_budget and self.calls_today(scope) >= self.daily_budget:
             log.info("LLM budget of %d calls/day spent for %r: rules only", self.daily_budget,
                      scope.user_id)
@@ -80,17 +90,16 @@ class MeteredLLM:
             done = self.llm.complete(messages, schema=schema, purpose=purpose,
                                      max_tokens=max_tokens or self.max_tokens)
         except ProviderAuthError as exc:
-            # not a passing failure: every call will fail until the key is fixed, so it is
-            # said loudly (ERROR, the first time and every AUTH_REPEAT-th after) and counted
-            # (UsageReport.errors, `memstrata usage`); memory goes on with the offline rules
+            # not a passing failure: every call will fail until the key is fixed, so the
+            # caller sees it; logged (ERROR, the first time and every AUTH_REPEAT-th after)
+            # and counted (UsageReport.errors, `memstrata usage`) as well
             self.auth_failures += 1
             if self.auth_failures % AUTH_REPEAT == 1 or AUTH_REPEAT == 1:
-                log.error("the LLM endpoint refused the API key (%s; %d call(s) refused so far): "
-                          "memory is written by the offline rules until the key is fixed",
-                          exc, self.auth_failures)
+                log.error("LLM %s call for %r: %s (%d call(s) refused so far)", purpose,
+                          scope.user_id, exc, self.auth_failures)
             self._record(scope, purpose, latency=time.monotonic() - started,
                          error=type(exc).__name__)
-            return None
+            raise
         except ProviderError as exc:
             log.warning("LLM %s call for %r failed, rules instead: %s", purpose, scope.user_id, exc)
             self._record(scope, purpose, latency=time.monotonic() - started,

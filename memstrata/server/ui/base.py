@@ -10,6 +10,7 @@ so stored text (``<script>``, ``onerror=``, look-alike markup) is shown as text.
 from __future__ import annotations
 
 import html
+import logging
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from .session import UiSession, check_csrf, read_session
 from .views import second_person
 
 __all__ = ["UiRoute", "Ui", "HEADERS", "TEMPLATES", "env", "envs", "safe_next", "read_form", "wants_json"]
+
+log = logging.getLogger("memstrata.server.ui")
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -158,10 +161,15 @@ async def read_form(request: Request) -> dict[str, str]:
 
 
 def _error_page(request: Request, exc: MemstrataError) -> Response:
-    status = status_of(exc)
+    status, message = status_of(exc), str(exc)
     rid = request.scope.get("memstrata.request_id")
+    if status >= 500 and request.scope.get("memstrata.principal") is None:
+        # a visitor who is not signed in learns nothing of the store: the details are logged
+        log.error("inspector: %s %s failed before the visitor was signed in (request %s): %s: %s",
+                  request.method, request.url.path, rid, type(exc).__name__, exc)
+        status, message = 503, translator(language(request))("unavailable")
     if wants_json(request):
-        return JSONResponse(error_body(status, type(exc).__name__, str(exc), rid),
+        return JSONResponse(error_body(status, type(exc).__name__, message, rid),
                             status_code=status, headers=HEADERS)
     if isinstance(exc, AuthenticationError) and request.method == "GET":
         target = quote(quoted_path(request) + ("?" + request.url.query if request.url.query else ""))
@@ -170,7 +178,7 @@ def _error_page(request: Request, exc: MemstrataError) -> Response:
     body = (f'<!doctype html><html lang="{language(request)}"><head><meta charset="utf-8">'
             f'<title>{html.escape(t("error"))}</title><link rel="stylesheet" '
             f'href="/ui/static/inspector.css"></head><body><main id="main" class="error">'
-            f'<h1>{status} · {html.escape(t("error"))}</h1><p role="alert">{html.escape(str(exc))}</p>'
+            f'<h1>{status} · {html.escape(t("error"))}</h1><p role="alert">{html.escape(message)}</p>'
             f'<p><a href="/ui/">{html.escape(t("back"))}</a></p></main></body></html>')
     return HTMLResponse(body, status_code=status, headers=HEADERS)
 

@@ -71,6 +71,7 @@ async def login(request: Request) -> Response:
     ui = Ui(request, svc, None)
     try:
         key = Keys(svc.memory.store).authenticate(form.get("key", "").strip())
+        cookie = open_session(svc, key)
     except AuthenticationError as exc:  # shown on the form; the wording is the key checker's own
         return HTMLResponse(ui.render("login.html", title=ui.t("login"),
                                       next=safe_next(form.get("next")), failed=str(exc)),
@@ -85,7 +86,7 @@ async def login(request: Request) -> Response:
     if target == "/ui/":
         target = f"/ui/users/{_q(key.user_id or '')}/about" if key.role == "end-user" else "/ui/users"
     out = RedirectResponse(target, status_code=303, headers=HEADERS)
-    out.set_cookie(COOKIE, open_session(svc, key), max_age=SESSION_S, path="/ui", httponly=True,
+    out.set_cookie(COOKIE, cookie, max_age=SESSION_S, path="/ui", httponly=True,
                    samesite="strict", secure=request.url.scheme == "https")
     return out
 
