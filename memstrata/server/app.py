@@ -20,7 +20,7 @@ through :meth:`~memstrata.server.auth.Principal.user`.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +34,12 @@ from ..stores import safe_url
 from .errors import install as install_errors
 from .docs import install_docs
 from .observe import ServiceMiddleware
+from .proxy import router as proxy_router
+from .routes import admin, inspect, items, knowledge, ops, users
 from .schemas import ErrorOut
 from .service import Service
 from .settings import ServerSettings, read_config_file
+from .ui import router as inspector
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -95,6 +98,18 @@ def _proxy_off() -> None:
     raise NotFoundError(PROXY_OFF)
 
 
+_TAGS = [{"name": "memory", "description": "One user's memory"},
+         {"name": "items", "description": "Memory items and their versions"},
+         {"name": "profile", "description": "The core profile"},
+         {"name": "sessions", "description": "Sessions and raw messages"},
+         {"name": "tenant", "description": "Users, jobs and usage of the tenant"},
+         {"name": "knowledge", "description": "The knowledge base: the tenant's "
+                                              "documents and users' private ones"},
+         {"name": "admin", "description": "API keys and the audit log"},
+         {"name": "proxy", "description": "OpenAI-compatible memory proxy"},
+         {"name": "ops", "description": "Health, readiness, metrics"}]
+
+
 def create_app(memory: Memory | None = None, settings: ServerSettings | None = None, *,
                config: str | None = None, routers: Sequence[APIRouter] = (),
                **memory_settings: Any) -> FastAPI:
@@ -107,8 +122,20 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
         _, from_file = read_config_file(config)
         memory = Memory(**{**from_file, **memory_settings})
     svc = Service(memory, settings, owns_memory=owns)
-
     mcp_server = _mcp(svc) if settings.mcp else None
+    app = FastAPI(title="memstrata", version=__version__, description=_DESCRIPTION,
+                  lifespan=_lifespan(svc, mcp_server), responses=_ERRORS, docs_url=None,
+                  redoc_url=None, openapi_tags=_TAGS)
+    app.state.service = svc
+    install_errors(app)
+    install_docs(app)  # /docs and /redoc from packaged assets, nothing from a CDN
+    _mount(app, svc, routers, mcp_server)
+    app.add_middleware(ServiceMiddleware, metrics=svc.metrics, admin=svc.memory.store)
+    return app
+
+
+def _lifespan(svc: Service, mcp_server: MCPServer | None) -> Callable[[FastAPI], Any]:
+    """What runs around the app: the MCP session manager, then the service's shutdown."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -120,34 +147,20 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
         await svc.aclose()
         svc.shutdown()
 
-    app = FastAPI(title="memstrata", version=__version__, description=_DESCRIPTION,
-                  lifespan=lifespan, responses=_ERRORS, docs_url=None, redoc_url=None,
-                  openapi_tags=[{"name": "memory", "description": "One user's memory"},
-                                {"name": "items", "description": "Memory items and their versions"},
-                                {"name": "profile", "description": "The core profile"},
-                                {"name": "sessions", "description": "Sessions and raw messages"},
-                                {"name": "tenant", "description": "Users, jobs and usage of the tenant"},
-                                {"name": "knowledge", "description": "The knowledge base: the tenant's "
-                                                                     "documents and users' private ones"},
-                                {"name": "admin", "description": "API keys and the audit log"},
-                                {"name": "proxy", "description": "OpenAI-compatible memory proxy"},
-                                {"name": "ops", "description": "Health, readiness, metrics"}])
-    app.state.service = svc
-    install_errors(app)
-    install_docs(app)  # /docs and /redoc from packaged assets, nothing from a CDN
-    from .routes import admin, inspect, items, knowledge, ops, users
+    return lifespan
 
+
+def _mount(app: FastAPI, svc: Service, routers: Sequence[APIRouter],
+           mcp_server: MCPServer | None) -> None:
+    """The REST routers, the proxy (or why it is off), the inspector, the caller's
+    routers and /mcp, in that order."""
     for module in (users, items, inspect, knowledge, admin, ops):
         app.include_router(module.router)
-    if settings.upstream:
-        from .proxy import router as proxy
-
-        app.include_router(proxy)
+    if svc.settings.upstream:
+        app.include_router(proxy_router)
     else:  # an OpenAI client pointed here learns why, not just "404 Not Found"
         app.add_api_route("/v1/chat/completions", _proxy_off, methods=["POST"],
                           include_in_schema=False)
-    from .ui import router as inspector
-
     app.include_router(inspector)  # the web inspector at /ui (docs/inspector.md)
     for router in routers:
         app.include_router(router)
@@ -156,5 +169,3 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
 
         app.router.routes.append(Route("/mcp", McpEndpoint(svc, mcp_server), name="mcp",
                                        methods=["GET", "POST", "DELETE"]))
-    app.add_middleware(ServiceMiddleware, metrics=svc.metrics, admin=svc.memory.store)
-    return app

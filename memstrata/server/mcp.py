@@ -56,22 +56,45 @@ _INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call get_cont
                  "when asked to. 用户的长期记忆：回答前先检索，值得记住的就记下。")
 
 
+_KIND = Literal["fact", "preference", "instruction", "todo", "event"]
+
+
+class _Caller:
+    """Runs one tool's work on the handle ``resolve`` gives, in a worker thread; a
+    memstrata error becomes a ToolError the client reads; mutations are audited, done or
+    refused, as over REST."""
+
+    def __init__(self, resolve: Resolver, audit: Auditor | None) -> None:
+        self.resolve = resolve
+        self.audit = audit
+
+    async def __call__(self, ctx: Context | None, write: bool, action: str,
+                       fn: Callable[[UserMemory], Any],
+                       target: Callable[[Any], str | None] | None = None) -> Any:
+        try:
+            handle, who = self.resolve(ctx, write)
+            result = await anyio.to_thread.run_sync(fn, handle)
+        except MemstrataError as exc:  # the client sees what to fix, as REST callers do
+            if write and self.audit is not None:  # a refused mutation is audited, as over REST
+                await self.audit(ctx, f"mcp.{action}", None, status_of(exc))
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        if write and who is not None and self.audit is not None:
+            await self.audit(ctx, f"mcp.{action}", target(result) if target else None, 200)
+        return result
+
+
 def build_mcp(resolve: Resolver, *, audit: Auditor | None = None) -> MCPServer:
     """An MCP server whose tools act on the handle ``resolve`` returns for each call."""
     server: MCPServer = MCPServer("memstrata", version=__version__, instructions=_INSTRUCTIONS)
+    call = _Caller(resolve, audit)
+    _add_turn_tools(server, call)  # the order is the order clients list the tools in
+    _add_item_tools(server, call)
+    _add_profile_tools(server, call)
+    return server
 
-    async def call(ctx: Context | None, write: bool, action: str, fn: Callable[[UserMemory], Any],
-                   target: Callable[[Any], str | None] | None = None) -> Any:
-        try:
-            handle, who = resolve(ctx, write)
-            result = await anyio.to_thread.run_sync(fn, handle)
-        except MemstrataError as exc:  # the client sees what to fix, as REST callers do
-            if write and audit is not None:  # a refused mutation is audited, as over REST
-                await audit(ctx, f"mcp.{action}", None, status_of(exc))
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-        if write and who is not None and audit is not None:
-            await audit(ctx, f"mcp.{action}", target(result) if target else None, 200)
-        return result
+
+def _add_turn_tools(server: MCPServer, call: _Caller) -> None:
+    """add_messages, remember, search, get_context: storing and recalling."""
 
     @server.tool(description="Store conversation turns (OpenAI-format messages: role and "
                              "content) in a session's log; memstrata learns from them in the "
@@ -86,8 +109,7 @@ def build_mcp(resolve: Resolver, *, audit: Auditor | None = None) -> MCPServer:
 
     @server.tool(description="Store a memory about the user (a fact, preference, instruction, "
                              "todo or event), as version 1.")
-    async def remember(content: str, ctx: Context,
-                       kind: Literal["fact", "preference", "instruction", "todo", "event"] = "fact",
+    async def remember(content: str, ctx: Context, kind: _KIND = "fact",
                        tags: list[str] | None = None) -> dict[str, Any]:
         item = await call(ctx, True, "remember",
                           lambda h: h.remember(content, kind=kind, tags=tags or (), actor="mcp"),
@@ -113,12 +135,15 @@ def build_mcp(resolve: Resolver, *, audit: Auditor | None = None) -> MCPServer:
                                                 recall="deep" if query else "auto"))
         return dict(result.to_dict())
 
+
+def _add_item_tools(server: MCPServer, call: _Caller) -> None:
+    """update_memory, memory_history, forget, list_memories: one memory at a time."""
+
     @server.tool(description="Correct a memory: new text (and, for a slot such as a city or "
                              "an employer, its new value) as a new version; the old one stays "
                              "in its history.")
     async def update_memory(item_id: str, ctx: Context, content: str | None = None,
-                            value: str | None = None,
-                            kind: Literal["fact", "preference", "instruction", "todo", "event"] | None = None,
+                            value: str | None = None, kind: _KIND | None = None,
                             importance: float | None = None,
                             reason: str = "corrected through MCP") -> dict[str, Any]:
         changes: dict[str, Any] = {k: v for k, v in (("content", content), ("value", value), ("kind", kind),
@@ -142,12 +167,15 @@ def build_mcp(resolve: Resolver, *, audit: Auditor | None = None) -> MCPServer:
         return {"forgotten": item_id}
 
     @server.tool(description="List the user's memories, newest first.")
-    async def list_memories(ctx: Context,
-                            kind: Literal["fact", "preference", "instruction", "todo", "event"] | None = None,
+    async def list_memories(ctx: Context, kind: _KIND | None = None,
                             limit: int = 20) -> list[dict[str, Any]]:
         items = await call(ctx, False, "list",
                            lambda h: h.list(filters={"kind": kind} if kind else None, limit=limit))
         return [i.to_dict() for i in items]
+
+
+def _add_profile_tools(server: MCPServer, call: _Caller) -> None:
+    """get_profile, update_profile and the profile resource."""
 
     @server.tool(description="The user's core profile: name, role, goals, current matters, "
                              "preferences, language.")
@@ -177,8 +205,6 @@ def build_mcp(resolve: Resolver, *, audit: Auditor | None = None) -> MCPServer:
         # request McpEndpoint recorded for this call
         profile = await call(None, False, "profile", lambda h: h.profile())
         return json.dumps(profile.to_dict(), ensure_ascii=False)
-
-    return server
 
 
 def local_resolver(handle: UserMemory) -> Resolver:

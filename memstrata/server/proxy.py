@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -44,6 +45,7 @@ from ..user import UserMemory
 from .auth import CurrentPrincipal
 from .observe import Repeats
 from .routes.common import Svc
+from .service import Service
 
 __all__ = ["router", "turn_to_store", "Accumulator"]
 
@@ -234,21 +236,50 @@ async def chat_completions(request: Request, who: CurrentPrincipal, svc: Svc,
     request.scope["memstrata.user"] = user_id  # for the audit entry
     handle = who.user(svc, user_id, write=True)
     session_id = from_header(request.headers.get(SESSION_HEADER), SESSION_HEADER) or "proxy"
-    turn = turn_to_store(messages)
+    turn = _Turn(handle, session_id, turn_to_store(messages))
     context = await anyio.to_thread.run_sync(
         lambda: handle.context(session_id, messages, budget=settings.proxy_budget))
-    upstream_body = {**body, "messages": context.messages}
+    stream = bool(body.get("stream"))
+    upstream = await _send(svc, {**body, "messages": context.messages}, _upstream_headers(request, svc),
+                           stream)
+    if stream and 200 <= upstream.status_code < 300:
+        return _relay_stream(svc, upstream, turn)
+    return await _relay_whole(svc, upstream, turn, stream)
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """Where a proxied turn is stored once its answer is read: the user's handle, the
+    session and the turn's own messages."""
+
+    handle: UserMemory
+    session_id: str
+    messages: list[dict[str, Any]]
+
+    def store(self, answer: dict[str, Any] | None) -> str | None:
+        """:func:`_store` of this turn with ``answer``."""
+        return _store(self.handle, self.session_id, self.messages, answer)
+
+
+def _upstream_headers(request: Request, svc: Service) -> dict[str, str]:
+    """JSON, and the upstream's key: the server's own, else the one the caller passed."""
     headers = {"content-type": "application/json"}
-    auth = f"Bearer {settings.upstream_key}" if settings.upstream_key else \
-        request.headers.get("x-upstream-authorization")
+    key = svc.settings.upstream_key
+    auth = f"Bearer {key}" if key else request.headers.get("x-upstream-authorization")
     if auth:
         headers["authorization"] = auth
-    client = svc.upstream_client()
+    return headers
+
+
+async def _send(svc: Service, body: dict[str, Any], headers: dict[str, str],
+                stream: bool) -> httpx.Response:
+    """The upstream's response (its body not read yet when ``stream``), counted; a
+    timeout or a connection that fails is a provider error."""
+    settings, client = svc.settings, svc.upstream_client()
     url = settings.upstream.rstrip("/") + "/chat/completions"
-    stream = bool(body.get("stream"))
     try:
-        upstream = await client.send(client.build_request("POST", url, json=upstream_body,
-                                                          headers=headers), stream=stream)
+        upstream = await client.send(client.build_request("POST", url, json=body, headers=headers),
+                                     stream=stream)
     except httpx.TimeoutException as exc:
         svc.metrics.upstream.labels("timeout", str(stream).lower()).inc()
         raise ProviderTimeoutError(f"the upstream {safe_url(settings.upstream)} did not answer in "
@@ -259,22 +290,30 @@ async def chat_completions(request: Request, who: CurrentPrincipal, svc: Svc,
                             f"({mask_credentials(str(exc))}); is it "
                             "running, and is the upstream setting right?") from exc
     svc.metrics.upstream.labels(str(upstream.status_code), str(stream).lower()).inc()
-    passed = relayed_headers(upstream.headers)
-    success = 200 <= upstream.status_code < 300
-    if not stream or not success:
-        try:
-            content = await upstream.aread() if stream else upstream.content
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"the upstream {safe_url(settings.upstream)} broke off its answer "
-                                f"({mask_credentials(str(exc))})") from exc
-        finally:
-            await upstream.aclose()
-        if success:
-            answer, usage = _answer(content)
-            svc.count_upstream_usage(usage)
-            _warn(svc, await anyio.to_thread.run_sync(_store, handle, session_id, turn, answer))
-        return Response(content, status_code=upstream.status_code, headers=passed)
+    return upstream
 
+
+async def _relay_whole(svc: Service, upstream: httpx.Response, turn: _Turn, stream: bool) -> Response:
+    """A plain answer (or a failed stream) read whole and passed on; a successful one
+    is stored with its turn first."""
+    try:
+        content = await upstream.aread() if stream else upstream.content
+    except httpx.HTTPError as exc:
+        raise ProviderError(f"the upstream {safe_url(svc.settings.upstream)} broke off its answer "
+                            f"({mask_credentials(str(exc))})") from exc
+    finally:
+        await upstream.aclose()
+    if 200 <= upstream.status_code < 300:
+        answer, usage = _answer(content)
+        svc.count_upstream_usage(usage)
+        _warn(svc, await anyio.to_thread.run_sync(turn.store, answer))
+    return Response(content, status_code=upstream.status_code, headers=relayed_headers(upstream.headers))
+
+
+def _relay_stream(svc: Service, upstream: httpx.Response, turn: _Turn) -> StreamingResponse:
+    """A successful stream relayed chunk by chunk as it came, the answer read along the
+    way and stored with its turn before the last chunk goes out."""
+    passed = relayed_headers(upstream.headers)
     accumulator = Accumulator()
     # a compressed stream is relayed as it came, with its Content-Encoding, and not read
     encoded = upstream.headers.get("content-encoding", "identity").strip().lower() != "identity"
@@ -296,7 +335,7 @@ async def chat_completions(request: Request, who: CurrentPrincipal, svc: Svc,
             await upstream.aclose()
         svc.count_upstream_usage(accumulator.usage)
         answer = accumulator.message() if accumulator.read else None
-        warning = await anyio.to_thread.run_sync(_store, handle, session_id, turn, answer)
+        warning = await anyio.to_thread.run_sync(turn.store, answer)
         _warn(svc, warning or ("unreadable_chunks" if accumulator.unreadable or encoded else None))
         if held is not None:
             yield held
