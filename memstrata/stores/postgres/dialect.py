@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..sql.dialect import SQLDialect
+from ..sql.schema import TYPES
 from .connection import PostgresConnection, as_json
 
 __all__ = ["PostgresDialect"]
@@ -26,7 +27,7 @@ class PostgresDialect(PostgresConnection, SQLDialect):
 
     _batch = 2**31  # one array parameter holds any number of values
     _for_update = " FOR UPDATE"
-    _rate_window = "window_min"  # WINDOW is a reserved word here
+    _rate_window = TYPES["postgres"]["minute"]  # WINDOW is a reserved word here
 
     def _sql(self, sql: str) -> str:
         return _pyformat(sql)

@@ -13,19 +13,16 @@ creates ``docs_hnsw_<dim>`` on demand.
 
 from __future__ import annotations
 
+from ..sql.schema import shared_tables
+
 __all__ = ["PG_MIGRATIONS"]
+
+_SHARED = shared_tables("postgres")  # the tables both backends create alike
 
 PG_MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", """
 CREATE EXTENSION IF NOT EXISTS vector;
-CREATE TABLE sessions (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL, updated_at TIMESTAMPTZ NOT NULL,
-    status TEXT NOT NULL DEFAULT 'open', version INTEGER NOT NULL DEFAULT 1,
-    summary TEXT, message_range_end INTEGER NOT NULL DEFAULT 0,
-    metadata JSONB NOT NULL DEFAULT '{}',
-    PRIMARY KEY (namespace, user_id, session_id)
-);
+""" + _SHARED["sessions"] + """;
 CREATE TABLE messages (
     namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
     seq INTEGER NOT NULL, id TEXT NOT NULL, role TEXT NOT NULL, content TEXT,
@@ -73,14 +70,7 @@ CREATE TABLE scope_stats (
     n_docs BIGINT NOT NULL, total_len BIGINT NOT NULL,
     PRIMARY KEY (namespace, user_id)
 );
-CREATE TABLE meta (
-    key TEXT PRIMARY KEY, value TEXT NOT NULL
-);
-CREATE TABLE embedding_cache (
-    model TEXT NOT NULL, hash TEXT NOT NULL, vec BYTEA NOT NULL,
-    PRIMARY KEY (model, hash)
-)
-"""),
+""" + _SHARED["meta_and_cache"] + "\n"),
     ("0002_jobs", """
 CREATE TABLE jobs (
     namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL,
@@ -91,12 +81,7 @@ CREATE TABLE jobs (
     PRIMARY KEY (namespace, user_id, id)
 );
 CREATE INDEX jobs_queue ON jobs (status, namespace, user_id, seq);
-CREATE TABLE profile_versions (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, version INTEGER NOT NULL,
-    data JSONB NOT NULL, actor TEXT NOT NULL, reason TEXT NOT NULL, at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (namespace, user_id, version)
-)
-"""),
+""" + _SHARED["profile_versions"] + "\n"),
     ("0003_llm_usage", """
 CREATE TABLE llm_usage (
     namespace TEXT NOT NULL, user_id TEXT NOT NULL, id BIGINT GENERATED ALWAYS AS IDENTITY,
@@ -107,13 +92,7 @@ CREATE TABLE llm_usage (
 );
 CREATE INDEX llm_usage_scope ON llm_usage (namespace, user_id, at)
 """),
-    ("0005_p10_service", """
-CREATE TABLE api_keys (
-    id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL, name TEXT NOT NULL,
-    secret_hash TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL, user_id TEXT, rate_limit INTEGER,
-    created_by TEXT, revoked_at TIMESTAMPTZ
-);
-CREATE INDEX api_keys_tenant ON api_keys (tenant, created_at);
+    ("0005_p10_service", "\n" + _SHARED["api_keys"] + """;
 CREATE TABLE audit_log (
     seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at TIMESTAMPTZ NOT NULL,
     tenant TEXT NOT NULL, key_id TEXT NOT NULL, role TEXT NOT NULL, action TEXT NOT NULL,
@@ -121,44 +100,9 @@ CREATE TABLE audit_log (
     target TEXT, request_id TEXT
 );
 CREATE INDEX audit_log_tenant ON audit_log (tenant, seq);
-CREATE TABLE rate_windows (
-    bucket TEXT NOT NULL, window_min BIGINT NOT NULL, hits INTEGER NOT NULL,
-    PRIMARY KEY (bucket, window_min)
-)
-"""),
-    ("0004_p8_job_result", """
-ALTER TABLE jobs ADD COLUMN result JSONB
-"""),
-    ("0007_p12_knowledge", """
-CREATE TABLE kb_documents (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL, owner TEXT,
-    title TEXT NOT NULL, source TEXT NOT NULL, format TEXT NOT NULL, text TEXT NOT NULL,
-    content_hash TEXT NOT NULL, signature JSONB NOT NULL DEFAULT '[]',
-    tags JSONB NOT NULL DEFAULT '[]', last_reviewed TIMESTAMPTZ, created_at TIMESTAMPTZ NOT NULL,
-    updated_at TIMESTAMPTZ NOT NULL, metadata JSONB NOT NULL DEFAULT '{}',
-    PRIMARY KEY (namespace, user_id, id)
-);
-CREATE INDEX kb_documents_hash ON kb_documents (namespace, user_id, content_hash);
-CREATE TABLE kb_chunks (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL, doc_id TEXT NOT NULL,
-    ordinal INTEGER NOT NULL, text TEXT NOT NULL, start_offset INTEGER NOT NULL,
-    end_offset INTEGER NOT NULL, content_hash TEXT NOT NULL,
-    heading_path JSONB NOT NULL DEFAULT '[]', joins_next BOOLEAN NOT NULL DEFAULT FALSE,
-    duplicate_of TEXT, tags JSONB NOT NULL DEFAULT '[]', source TEXT NOT NULL DEFAULT '',
-    title TEXT NOT NULL DEFAULT '', last_reviewed TIMESTAMPTZ, created_at TIMESTAMPTZ NOT NULL,
-    recalled INTEGER NOT NULL DEFAULT 0, used INTEGER NOT NULL DEFAULT 0,
-    last_recalled TIMESTAMPTZ, last_used TIMESTAMPTZ,
-    PRIMARY KEY (namespace, user_id, id)
-);
-CREATE INDEX kb_chunks_doc ON kb_chunks (namespace, user_id, doc_id, ordinal);
-CREATE INDEX kb_chunks_hash ON kb_chunks (namespace, user_id, content_hash);
-CREATE TABLE kb_recalls (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
-    kb_user_id TEXT NOT NULL, chunk_id TEXT NOT NULL, query TEXT NOT NULL, at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (namespace, user_id, session_id, kb_user_id, chunk_id)
-);
-CREATE INDEX kb_recalls_chunk ON kb_recalls (namespace, kb_user_id, chunk_id)
-"""),
+""" + _SHARED["rate_windows"] + "\n"),
+    ("0004_p8_job_result", "\n" + _SHARED["job_result"] + "\n"),
+    ("0007_p12_knowledge", "\n" + _SHARED["knowledge"] + "\n"),
     ("0009_p13_pg_index_log", """
 ALTER TABLE docs ADD COLUMN terms BYTEA;
 ALTER TABLE docs ADD COLUMN q8 BYTEA;
@@ -171,25 +115,12 @@ CREATE TABLE index_log (
     PRIMARY KEY (namespace, user_id, seq)
 )
 """),
-    ("0010_p11_summary_versions", """
-CREATE TABLE summary_versions (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
-    version INTEGER NOT NULL, range_start INTEGER NOT NULL, range_end INTEGER NOT NULL,
-    summary JSONB NOT NULL, at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (namespace, user_id, session_id, version)
-)
-"""),
+    ("0010_p11_summary_versions", "\n" + _SHARED["summary_versions"] + "\n"),
     # add(..., idempotency_key=): a digest of the first request with the key and the ids
     # of its messages (see the SQLite migration); and the epochs a scope's change log
     # starts from when its scope_stats row is created — again after forget_user removed
     # it — so a mirror of the forgotten scope is always behind the new floor
-    ("0011_p9_pg_idempotency", """
-CREATE TABLE idempotency_keys (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL,
-    fingerprint TEXT NOT NULL, session_id TEXT NOT NULL, message_ids JSONB NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (namespace, user_id, key)
-);
+    ("0011_p9_pg_idempotency", "\n" + _SHARED["idempotency_keys"] + """;
 CREATE SEQUENCE scope_log_epochs START 1
 """),
     # the embedding cache is keyed by (tenant, user, text) since P17, so that a cache hit

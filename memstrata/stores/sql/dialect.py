@@ -93,8 +93,8 @@ class SQLDialect:
     _batch = 500
     #: ``" FOR UPDATE"`` where a read inside a transaction must lock the rows it reads
     _for_update = ""
-    #: the name of ``rate_windows``' minute column
-    _rate_window = "window"
+    #: the name of ``rate_windows``' minute column (:data:`..schema.TYPES`)
+    _rate_window: str
 
     def _sql(self, sql: str) -> str:
         """``sql`` in the driver's placeholder style."""

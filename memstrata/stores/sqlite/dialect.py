@@ -9,6 +9,7 @@ from typing import Any
 
 from ...types import dumps
 from ..sql.dialect import SQLDialect
+from ..sql.schema import TYPES
 from .connection import SQLiteConnection
 
 __all__ = ["SQLiteDialect"]
@@ -16,6 +17,8 @@ __all__ = ["SQLiteDialect"]
 
 class SQLiteDialect(SQLiteConnection, SQLDialect):
     """Times as seconds since the epoch, JSON as text, lists bound value by value."""
+
+    _rate_window = TYPES["sqlite"]["minute"]
 
     def _time_in(self, value: datetime | None) -> Any:
         return None if value is None else value.timestamp()

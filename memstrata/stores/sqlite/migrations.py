@@ -6,18 +6,14 @@ distributes by user. Never edit a released migration: append a new one.
 
 from __future__ import annotations
 
+from ..sql.schema import shared_tables
+
 __all__ = ["SQLITE_MIGRATIONS"]
 
+_SHARED = shared_tables("sqlite")  # the tables both backends create alike
+
 SQLITE_MIGRATIONS: list[tuple[str, str]] = [
-    ("0001_initial", """
-CREATE TABLE sessions (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
-    created_at REAL NOT NULL, updated_at REAL NOT NULL,
-    status TEXT NOT NULL DEFAULT 'open', version INTEGER NOT NULL DEFAULT 1,
-    summary TEXT, message_range_end INTEGER NOT NULL DEFAULT 0,
-    metadata TEXT NOT NULL DEFAULT '{}',
-    PRIMARY KEY (namespace, user_id, session_id)
-);
+    ("0001_initial", "\n" + _SHARED["sessions"] + """;
 CREATE TABLE messages (
     id TEXT NOT NULL, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT,
@@ -64,14 +60,7 @@ CREATE TABLE index_state (
     namespace TEXT NOT NULL, user_id TEXT NOT NULL, generation INTEGER NOT NULL,
     PRIMARY KEY (namespace, user_id)
 );
-CREATE TABLE meta (
-    key TEXT PRIMARY KEY, value TEXT NOT NULL
-);
-CREATE TABLE embedding_cache (
-    model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL,
-    PRIMARY KEY (model, hash)
-)
-"""),
+""" + _SHARED["meta_and_cache"] + "\n"),
     ("0002_jobs", """
 CREATE TABLE jobs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
@@ -81,12 +70,7 @@ CREATE TABLE jobs (
     created_at REAL NOT NULL, updated_at REAL NOT NULL, last_error TEXT
 );
 CREATE INDEX jobs_queue ON jobs (status, namespace, user_id, seq);
-CREATE TABLE profile_versions (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, version INTEGER NOT NULL,
-    data TEXT NOT NULL, actor TEXT NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL,
-    PRIMARY KEY (namespace, user_id, version)
-)
-"""),
+""" + _SHARED["profile_versions"] + "\n"),
     ("0003_llm_usage", """
 CREATE TABLE llm_usage (
     id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL, user_id TEXT NOT NULL,
@@ -124,76 +108,21 @@ ALTER TABLE index_state ADD COLUMN snapshot_seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE index_state ADD COLUMN snapshot_rows INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE index_state ADD COLUMN since_snapshot INTEGER NOT NULL DEFAULT 0
 """),
-    ("0005_p10_service", """
-CREATE TABLE api_keys (
-    id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL, name TEXT NOT NULL,
-    secret_hash TEXT NOT NULL, created_at REAL NOT NULL, user_id TEXT, rate_limit INTEGER,
-    created_by TEXT, revoked_at REAL
-);
-CREATE INDEX api_keys_tenant ON api_keys (tenant, created_at);
+    ("0005_p10_service", "\n" + _SHARED["api_keys"] + """;
 CREATE TABLE audit_log (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, tenant TEXT NOT NULL,
     key_id TEXT NOT NULL, role TEXT NOT NULL, action TEXT NOT NULL, method TEXT NOT NULL,
     path TEXT NOT NULL, status INTEGER NOT NULL, user_id TEXT, target TEXT, request_id TEXT
 );
 CREATE INDEX audit_log_tenant ON audit_log (tenant, seq);
-CREATE TABLE rate_windows (
-    bucket TEXT NOT NULL, window INTEGER NOT NULL, hits INTEGER NOT NULL,
-    PRIMARY KEY (bucket, window)
-)
-"""),
-    ("0004_p8_job_result", """
-ALTER TABLE jobs ADD COLUMN result TEXT
-"""),
-    ("0007_p12_knowledge", """
-CREATE TABLE kb_documents (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL, owner TEXT,
-    title TEXT NOT NULL, source TEXT NOT NULL, format TEXT NOT NULL, text TEXT NOT NULL,
-    content_hash TEXT NOT NULL, signature TEXT NOT NULL DEFAULT '[]',
-    tags TEXT NOT NULL DEFAULT '[]', last_reviewed REAL, created_at REAL NOT NULL,
-    updated_at REAL NOT NULL, metadata TEXT NOT NULL DEFAULT '{}',
-    PRIMARY KEY (namespace, user_id, id)
-);
-CREATE INDEX kb_documents_hash ON kb_documents (namespace, user_id, content_hash);
-CREATE TABLE kb_chunks (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL, doc_id TEXT NOT NULL,
-    ordinal INTEGER NOT NULL, text TEXT NOT NULL, start_offset INTEGER NOT NULL,
-    end_offset INTEGER NOT NULL, content_hash TEXT NOT NULL,
-    heading_path TEXT NOT NULL DEFAULT '[]', joins_next INTEGER NOT NULL DEFAULT 0,
-    duplicate_of TEXT, tags TEXT NOT NULL DEFAULT '[]', source TEXT NOT NULL DEFAULT '',
-    title TEXT NOT NULL DEFAULT '', last_reviewed REAL, created_at REAL NOT NULL,
-    recalled INTEGER NOT NULL DEFAULT 0, used INTEGER NOT NULL DEFAULT 0,
-    last_recalled REAL, last_used REAL,
-    PRIMARY KEY (namespace, user_id, id)
-);
-CREATE INDEX kb_chunks_doc ON kb_chunks (namespace, user_id, doc_id, ordinal);
-CREATE INDEX kb_chunks_hash ON kb_chunks (namespace, user_id, content_hash);
-CREATE TABLE kb_recalls (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
-    kb_user_id TEXT NOT NULL, chunk_id TEXT NOT NULL, query TEXT NOT NULL, at REAL NOT NULL,
-    PRIMARY KEY (namespace, user_id, session_id, kb_user_id, chunk_id)
-);
-CREATE INDEX kb_recalls_chunk ON kb_recalls (namespace, kb_user_id, chunk_id)
-"""),
-    ("0010_p11_summary_versions", """
-CREATE TABLE summary_versions (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
-    version INTEGER NOT NULL, range_start INTEGER NOT NULL, range_end INTEGER NOT NULL,
-    summary TEXT NOT NULL, at REAL NOT NULL,
-    PRIMARY KEY (namespace, user_id, session_id, version)
-)
-"""),
+""" + _SHARED["rate_windows"] + "\n"),
+    ("0004_p8_job_result", "\n" + _SHARED["job_result"] + "\n"),
+    ("0007_p12_knowledge", "\n" + _SHARED["knowledge"] + "\n"),
+    ("0010_p11_summary_versions", "\n" + _SHARED["summary_versions"] + "\n"),
     # add(..., idempotency_key=): what the first add with a key stored — a digest of its
     # request and the ids of its messages — so a retry returns that instead of storing
     # the messages again; forgotten with the user (and with the messages it names)
-    ("0011_p9_idempotency", """
-CREATE TABLE idempotency_keys (
-    namespace TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL,
-    fingerprint TEXT NOT NULL, session_id TEXT NOT NULL, message_ids TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (namespace, user_id, key)
-)
-"""),
+    ("0011_p9_idempotency", "\n" + _SHARED["idempotency_keys"] + "\n"),
     # the embedding cache is keyed by (tenant, user, text) since P17, so that a cache hit
     # times nobody else's text: the shared entries written before are dropped (a forget
     # computes partitioned keys and would never find them); every indexed document keeps
