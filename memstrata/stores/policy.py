@@ -15,7 +15,7 @@ from ..types import Filters, MemoryItem, Scope, Status
 __all__ = ["Rerun", "unstorable", "abandoned", "newer_schema", "damaged", "vector", "is_vector",
            "JOB_STATUSES", "UNFINISHED", "job_outcome", "not_claimed", "item_not_found",
            "check_owner", "session_conflict", "message_id_taken", "visible_by_default",
-           "default_mask", "SESSION_STATUSES", "job_statuses"]
+           "default_mask", "query_terms", "SESSION_STATUSES", "job_statuses"]
 
 #: A job's life: pending → running → done | failed (a failed attempt goes back to pending).
 JOB_STATUSES = ("pending", "running", "done", "failed")
@@ -87,6 +87,12 @@ def visible_by_default(status: str | None) -> bool:
     """Whether a document is searched when no status filter is given: every raw turn
     (no status) and active items."""
     return status is None or status == Status.ACTIVE.value
+
+
+def query_terms(query: str, limit: int) -> list[str]:
+    """The terms a lexical search looks up (the query is tokenised already); none when
+    there is nothing to find, so the search reads nothing."""
+    return query.split() if limit > 0 else []
 
 
 def default_mask(filters: Filters) -> bool:

@@ -73,6 +73,28 @@ def _sqlstate(exc: BaseException) -> str | None:
     return state
 
 
+# what each SQLSTATE means for the caller, and what to do about it
+_MEANINGS: dict[str, tuple[type[StoreError], str]] = {
+    _BAD_PASSWORD: (StoreUnavailableError, "PostgreSQL at {where} refused the password ({text}); "
+                                           "fix the password in the URL"),
+    _UNKNOWN_DATABASE: (StoreUnavailableError, "PostgreSQL at {where}: unknown database ({text}); "
+                                               "create it (createdb) or fix the database name in the URL"),
+    _BAD_AUTHORIZATION: (StoreUnavailableError, "PostgreSQL at {where} refused the user ({text}); fix "
+                                                "the user name in the URL or the server's pg_hba.conf"),
+    _NO_FILE: (StoreError, "PostgreSQL at {where} lacks a server extension the schema needs "
+                           "({text}); install pgvector on the server"),
+    _READ_ONLY: (StoreError, "PostgreSQL at {where} is read-only ({text}); connect to the primary"),
+    _NO_PRIVILEGE: (StoreError, "PostgreSQL at {where}: permission denied ({text}); grant the user "
+                                "rights on the memstrata tables"),
+    _DISK_FULL: (StoreError, "PostgreSQL at {where}: the disk is full ({text}); free space and retry"),
+}
+_MEANINGS[_UNSUPPORTED] = _MEANINGS[_NO_FILE]
+_UNREACHABLE: tuple[type[StoreError], str] = (
+    StoreUnavailableError, "cannot reach PostgreSQL at {where} ({text}); check that the server is "
+                           "running and the host and port are right")
+_OTHER: tuple[type[StoreError], str] = (StoreError, "PostgreSQL error on {where}: {text}")
+
+
 def explain(exc: BaseException, url: str) -> StoreError:
     """A memstrata error for a psycopg one, chosen by its SQLSTATE."""
     text = str(exc).strip()
@@ -81,30 +103,10 @@ def explain(exc: BaseException, url: str) -> StoreError:
     if isinstance(exc, PoolTimeout):
         return StoreUnavailableError(f"PostgreSQL at {where} gave no connection in time ({text}); "
                                      "is the server up, and is the pool large enough?")
-    if state == _BAD_PASSWORD:
-        return StoreUnavailableError(f"PostgreSQL at {where} refused the password ({text}); "
-                                     "fix the password in the URL")
-    if state == _UNKNOWN_DATABASE:
-        return StoreUnavailableError(f"PostgreSQL at {where}: unknown database ({text}); create it "
-                                     "(createdb) or fix the database name in the URL")
-    if state == _BAD_AUTHORIZATION:
-        return StoreUnavailableError(f"PostgreSQL at {where} refused the user ({text}); fix the "
-                                     "user name in the URL or the server's pg_hba.conf")
-    if state in _SHUTTING_DOWN or state == _TOO_MANY_CONNECTIONS or (state or "").startswith("08") \
-            or (state is None and isinstance(exc, psycopg.OperationalError)):
-        return StoreUnavailableError(f"cannot reach PostgreSQL at {where} ({text}); check that "
-                                     "the server is running and the host and port are right")
-    if state in (_NO_FILE, _UNSUPPORTED):
-        return StoreError(f"PostgreSQL at {where} lacks a server extension the schema needs "
-                          f"({text}); install pgvector on the server")
-    if state == _READ_ONLY:
-        return StoreError(f"PostgreSQL at {where} is read-only ({text}); connect to the primary")
-    if state == _NO_PRIVILEGE:
-        return StoreError(f"PostgreSQL at {where}: permission denied ({text}); grant the user "
-                          "rights on the memstrata tables")
-    if state == _DISK_FULL:
-        return StoreError(f"PostgreSQL at {where}: the disk is full ({text}); free space and retry")
-    return StoreError(f"PostgreSQL error on {where}: {text}")
+    unreachable = state in _SHUTTING_DOWN or state == _TOO_MANY_CONNECTIONS \
+        or (state or "").startswith("08") or (state is None and isinstance(exc, psycopg.OperationalError))
+    kind, meaning = _UNREACHABLE if unreachable else _MEANINGS.get(state or "", _OTHER)
+    return kind(meaning.format(where=where, text=text))
 
 
 def as_json(value: Any) -> Jsonb:
@@ -221,28 +223,27 @@ class PostgresConnection:
                 cur = conn.cursor(row_factory=dict_row)
                 cur.execute(sql, params)
                 return cur.fetchall() if cur.description else []
-            except psycopg.Error as exc:
-                raise explain(exc, self.url) from exc
-            except UnicodeEncodeError as exc:
-                raise unstorable(exc) from exc
+            except (psycopg.Error, UnicodeEncodeError) as exc:
+                raise self._error(exc) from exc
 
     def _many(self, sql: str, rows: Sequence[Any], *,
               taken: Callable[[object], Exception] | None = None) -> None:
-        """``executemany``; with ``taken``, a unique violation (an id the caller sent is
-        stored already) raises ``taken(detail)`` instead."""
+        """``executemany``; with ``taken``, a unique violation means the caller sent an id
+        that is stored already, and ``taken(detail)`` builds the error to raise."""
         if not rows:
             return
         with self._conn() as conn:
             try:
                 conn.cursor().executemany(sql, rows)
-            except psycopg.errors.UniqueViolation as exc:
-                if taken is None:
-                    raise explain(exc, self.url) from exc
-                raise taken(exc) from exc
-            except psycopg.Error as exc:
-                raise explain(exc, self.url) from exc
-            except UnicodeEncodeError as exc:
-                raise unstorable(exc) from exc
+            except (psycopg.Error, UnicodeEncodeError) as exc:
+                raise self._error(exc, taken) from exc
+
+    def _error(self, exc: Exception, taken: Callable[[object], Exception] | None = None) -> Exception:
+        if isinstance(exc, UnicodeEncodeError):
+            return unstorable(exc)
+        if taken is not None and isinstance(exc, psycopg.errors.UniqueViolation):
+            return taken(exc)
+        return explain(exc, self.url)
 
     def _delete_docs(self, scope: Any, ids: Sequence[str]) -> None:
         """Delete index documents (the index half of the store implements it)."""

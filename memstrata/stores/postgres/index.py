@@ -219,12 +219,10 @@ class PostgresIndex(PostgresDialect):
         if not vectors:
             return
         ns, uid = scope.namespace, scope.user_id
+        ids = sorted(vectors)
+        flat = [np.asarray(vectors[doc_id], dtype=np.float32).reshape(-1) for doc_id in ids]
+        rows = [(vec.shape[0], vec, quantize(vec), ns, uid, doc_id) for doc_id, vec in zip(ids, flat)]
         with self.transaction():
-            rows = []
-            for doc_id, vector in sorted(vectors.items()):
-                vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-                rows.append((vec.shape[0], vec, quantize(vec), ns, uid, doc_id))
-            ids = sorted(vectors)
             self._x("SELECT 1 FROM docs WHERE namespace=%s AND user_id=%s AND id = ANY(%s) "
                     "ORDER BY id FOR UPDATE", (ns, uid, ids))
             self._many("UPDATE docs SET dim=%s, embedding=%s, q8=%s WHERE namespace=%s AND "
@@ -355,10 +353,9 @@ class PostgresIndex(PostgresDialect):
 
     # -- searching --------------------------------------------------------------------
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
-                       context_weight: float = 0.3,
-                       body_weight: float = 1.0) -> list[tuple[str, float]]:
-        terms = query.split()
-        if not terms or limit <= 0:
+                       context_weight: float = 0.3, body_weight: float = 1.0) -> list[tuple[str, float]]:
+        terms = policy.query_terms(query, limit)
+        if not terms:
             return []
 
         def search(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:

@@ -31,28 +31,27 @@ __all__ = ["SQLiteConnection", "explain"]
 _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 10, 11, 13, 14, 26
 
 
+# what each primary code means for the caller, and what to do about it
+_MEANINGS = {
+    _READONLY: "{path} is read-only ({text}); fix the file or directory permissions, or point "
+               "memstrata at a writable path",
+    _CORRUPT: "{path} is not a memstrata SQLite database or is corrupt ({text}); restore it from "
+              "a backup or `memstrata export` copy, or use a new path",
+    _BUSY: "{path} stayed locked by another writer ({text}); retry, or raise the busy timeout",
+    _CANTOPEN: "cannot open {path} ({text}); check that the directory exists and is writable",
+    _FULL: "{path}: the disk is full ({text}); free space and retry — nothing acknowledged was lost",
+    _IOERR: "{path}: disk I/O error ({text}); check the disk and retry",
+}
+_MEANINGS[_NOTADB] = _MEANINGS[_CORRUPT]
+_MEANINGS[_LOCKED] = _MEANINGS[_BUSY]
+
+
 def explain(exc: sqlite3.Error, path: str) -> StoreError:
     """A memstrata error for a sqlite3 one, chosen by its result code."""
-    text = str(exc)
     code = getattr(exc, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
-    if primary == _READONLY:
-        return StoreError(f"{path} is read-only ({text}); fix the file or directory permissions, "
-                          "or point memstrata at a writable path")
-    if primary in (_CORRUPT, _NOTADB):
-        return StoreError(f"{path} is not a memstrata SQLite database or is corrupt ({text}); "
-                          "restore it from a backup or `memstrata export` copy, or use a new path")
-    if primary in (_BUSY, _LOCKED):
-        return StoreError(f"{path} stayed locked by another writer ({text}); retry, or raise "
-                          "the busy timeout")
-    if primary == _CANTOPEN:
-        return StoreError(f"cannot open {path} ({text}); check that the directory exists and is writable")
-    if primary == _FULL:
-        return StoreError(f"{path}: the disk is full ({text}); free space and retry — nothing "
-                          "acknowledged was lost")
-    if primary == _IOERR:
-        return StoreError(f"{path}: disk I/O error ({text}); check the disk and retry")
-    return StoreError(f"SQLite error on {path}: {text}")
+    primary = code & 0xFF if isinstance(code, int) else -1
+    meaning = _MEANINGS.get(primary, "SQLite error on {path}: {text}")
+    return StoreError(meaning.format(path=path, text=str(exc)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,10 +166,8 @@ class SQLiteConnection:
             try:
                 cursor = self._conn.execute(sql, params)
                 return _Rows(cursor.fetchall(), cursor.rowcount, cursor.lastrowid)
-            except sqlite3.Error as exc:
-                raise explain(exc, self.path) from exc
-            except UnicodeEncodeError as exc:
-                raise unstorable(exc) from exc
+            except (sqlite3.Error, UnicodeEncodeError) as exc:
+                raise self._error(exc) from exc
 
     def _many(self, sql: str, rows: Sequence[Sequence[object]], *,
               taken: Callable[[object], Exception] | None = None) -> None:
@@ -179,14 +176,16 @@ class SQLiteConnection:
         with self._lock:
             try:
                 self._conn.executemany(sql, rows)
-            except sqlite3.IntegrityError as exc:
-                if taken is None:
-                    raise explain(exc, self.path) from exc
-                raise taken(exc) from exc
-            except sqlite3.Error as exc:
-                raise explain(exc, self.path) from exc
-            except UnicodeEncodeError as exc:
-                raise unstorable(exc) from exc
+            except (sqlite3.Error, UnicodeEncodeError) as exc:
+                raise self._error(exc, taken) from exc
+
+    def _error(self, exc: Exception, taken: Callable[[object], Exception] | None = None) -> Exception:
+        if isinstance(exc, UnicodeEncodeError):
+            return unstorable(exc)
+        if taken is not None and isinstance(exc, sqlite3.IntegrityError):
+            return taken(exc)
+        assert isinstance(exc, sqlite3.Error)
+        return explain(exc, self.path)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -431,10 +431,9 @@ class SQLiteIndex(SQLiteDialect):
         return [r[0] for r in rows]
 
     def lexical_search(self, scope: Scope, query: str, filters: Filters, limit: int, *,
-                       context_weight: float = 0.3,
-                       body_weight: float = 1.0) -> list[tuple[str, float]]:
-        terms = query.split()
-        if not terms or limit <= 0:
+                       context_weight: float = 0.3, body_weight: float = 1.0) -> list[tuple[str, float]]:
+        terms = policy.query_terms(query, limit)
+        if not terms:
             return []
         with self._lock:
             mirror = self._mirror_for(scope)
