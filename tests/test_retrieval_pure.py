@@ -10,7 +10,10 @@ from memstrata.errors import ConfigError
 from memstrata.retrieval.documents import build_query, date_words, split_question
 from memstrata.retrieval.fusion import fuse, rrf, weighted
 from memstrata.retrieval.scoring import PRESETS, final_score, get_preset, recency
+from memstrata.retrieval.units import own_words
+from memstrata.stores.base import DocInfo
 from memstrata.text import analyze, detect_language, tokenize
+from memstrata.types import Layer
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -199,3 +202,27 @@ def test_asks_about_assistant_tells_a_reference_from_a_request(query, about):
     from memstrata.retrieval.documents import asks_about_assistant
 
     assert asks_about_assistant(query) is about
+
+
+def _turn(text: str, role: str = "user") -> DocInfo:
+    return DocInfo(id="t1", layer=Layer.EPISODIC, text=text, created_at=datetime(2026, 1, 1, tzinfo=UTC),
+                   session_id="s1", kind=None, status=None, importance=0.5, tags=(f"role:{role}",))
+
+
+@pytest.mark.parametrize("item, turn, shown", [
+    # a restatement that keeps its sentence speaks for it
+    ("User works as a nurse at Ruijin Hospital", "I work as a nurse at Ruijin Hospital.", None),
+    ("用户转行当老师了", "我转行当老师了。", None),
+    # one that drops a clause is shown as the sentence, as said
+    ("User got a raise", "I got a raise, it's 12000 yuan a month now.",
+     "[user] I got a raise, it's 12000 yuan a month now."),
+    ("用户不再吃咖啡", "我戒了咖啡，早上改喝绿茶了。", "[user] 我戒了咖啡，早上改喝绿茶了。"),
+    # only the sentence it restates, not the rest of the turn
+    ("User no longer eats or drinks coffee",
+     "Long week. I quit coffee; it's green tea every morning. Anyway, any book tips?",
+     "[user] I quit coffee; it's green tea every morning."),
+    # an item that restates nothing of the turn is left as it is
+    ("User has a cat", "We adopted a dog last week.", None),
+])
+def test_own_words_shows_the_sentence_an_item_leaves_out(item, turn, shown):
+    assert own_words(item, _turn(turn)) == shown

@@ -13,7 +13,7 @@ same changes said in the other language than the fact (cross-language). Completi
 **The templates are split in two**: even-numbered ways of saying a change are the
 development half (the rules and thresholds of :mod:`memstrata.layers.semantic.state`
 were tuned on them), odd-numbered ones the held-back half (``--half held``, the default).
-Three more sets, :data:`UNSEEN` (``--half unseen``, ``unseen2``, ``unseen3``), were written
+Four more sets, :data:`UNSEEN` (``--half unseen`` … ``unseen4``), were written
 by hand by people who had not seen the rules: other slots, other people, everyday phrasing.
 Each was measured once when it was written and its failures then read, so only the newest
 is the unseen measure; the earlier ones are development data.
@@ -299,10 +299,12 @@ def cases() -> list[Case]:
 #: everyday chat ("busy week — finally signed the lease for the flat in X"). Measured
 #: once they were written (``--half unseen``). Its failures were then read to find what to
 #: build next (the query-time order of :func:`memstrata.retrieval.currency.latest_first`),
-#: so it is now development data; ``unseen2`` (240 cases, 40 completions, by another
-#: writer who saw neither the rules nor the first set's results) is the unseen measure.
+#: so it is now development data, and so are ``unseen2`` and ``unseen3`` (240 cases and 40
+#: completions each, by other writers who saw neither the rules nor the earlier results),
+#: each read after its one measurement; ``unseen4`` (240 + 40, by a fourth writer) is the
+#: unseen measure.
 UNSEEN = {name: Path(__file__).with_name(f"updates_{name}.json")
-          for name in ("unseen", "unseen2", "unseen3")}
+          for name in ("unseen", "unseen2", "unseen3", "unseen4")}
 
 
 def unseen_cases(name: str = "unseen") -> list[Case]:

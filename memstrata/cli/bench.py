@@ -459,10 +459,10 @@ def chat(memdaily, madial, limit, budget, embedder, embedding_cache, json_out) -
 
 @bench.command()
 @click.option("--half", default="held", show_default=True,
-              type=click.Choice(["held", "dev", "all", "unseen", "unseen2", "unseen3"]),
+              type=click.Choice(["held", "dev", "all", "unseen", "unseen2", "unseen3", "unseen4"]),
               help="Which cases: the held-back half of the change templates (the report), the "
-                   "development half, both, or a hand-written set (unseen, unseen2: read while "
-                   "developing; unseen3: the unseen measure).")
+                   "development half, both, or a hand-written set (unseen … unseen3: read while "
+                   "developing; unseen4: the unseen measure).")
 @click.option("--k", default=10, show_default=True, help="Hits per question.")
 @click.option("--limit", type=int, default=None, help="Only the first N cases.")
 @click.option("--embedder", default=None, help="Embedding provider (default local:e5-small).")

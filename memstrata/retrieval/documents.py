@@ -21,7 +21,7 @@ __all__ = ["date_words", "message_texts", "window_texts", "speaker_tags", "turn_
            "chunk_texts", "build_query", "split_question", "is_low_information", "is_question",
            "asks_about_assistant", "strip_implicit_subject", "dialogue_query", "dialogue_context",
            "dense_text", "clip_words", "ROLE_TAG", "REPLY_TAG",
-           "SOURCE_TAG"]
+           "SOURCE_TAG", "RESTATES_TAG"]
 
 _MONTHS = ("January February March April May June July August September October "
            "November December").split()
@@ -132,6 +132,9 @@ def speaker_tags(message: Message) -> tuple[str, ...]:
 # Tags of an index document that say who said a turn, which turn a low-information turn
 # answers, and which turns an item was extracted from (read back by the retriever).
 ROLE_TAG, REPLY_TAG, SOURCE_TAG = "role:", "reply_to:", "source:"
+#: The tag of an item whose text is the extractor's restatement of its source turns (not
+#: a text a person wrote or corrected): it may be shown in the speaker's own words.
+RESTATES_TAG = "restates"
 
 # Words that make up acknowledgements, fillers and bare follow-ups ("OK.", "Nice!", "Got
 # it, thanks!", "Why?"): a turn of nothing else says nothing of its own.

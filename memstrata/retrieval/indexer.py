@@ -19,7 +19,7 @@ from ..providers.embedders import Embedder, content_hash
 from ..stores.base import IndexDoc, MessageLog, SearchIndex, VectorCache
 from ..stores.knowledge import KnowledgeChunk
 from ..types import Layer, MemoryItem, Message, Role, Scope
-from .documents import (SOURCE_TAG, chunk_texts, item_texts, speaker_tags, turn_tags,
+from .documents import (RESTATES_TAG, SOURCE_TAG, chunk_texts, item_texts, speaker_tags, turn_tags,
                         window_dense_text, window_texts)
 
 __all__ = ["Indexer", "embed_cached", "embed_uncached", "cache_partition", "cache_key", "turn_doc",
@@ -116,7 +116,9 @@ def item_doc(item: MemoryItem, vector: np.ndarray | None = None) -> IndexDoc:
     return IndexDoc(id=item.id, layer=Layer.SEMANTIC, text=display, body=body, context=context,
                     created_at=item.said_at, session_id=item.source_session_id,
                     kind=item.kind.value, status=item.status.value,
-                    tags=(*item.tags, *(f"{SOURCE_TAG}{m}" for m in item.source_message_ids)),
+                    tags=(*item.tags, *(f"{SOURCE_TAG}{m}" for m in item.source_message_ids),
+                          *((RESTATES_TAG,) if item.source_message_ids
+                            and not item.metadata.get("edited") else ())),
                     importance=item.importance, vector=vector)
 
 

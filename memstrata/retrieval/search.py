@@ -24,18 +24,19 @@ from ..providers.rerank import Reranker
 from ..stores.base import DocInfo, ItemStore, MetaStore, SearchIndex
 from ..text import analyze
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, Status, utcnow
-from .calibration import Calibration, calibration_for
+from .calibration import Band, Calibration, calibration_for
 from .currency import (Stale, asks_about_now, asks_about_past, current_first, earlier_states, latest_first,
                        stale_marks)
-from .documents import (SOURCE_TAG, asks_about_assistant, build_query, is_question, split_question,
-                        states_something)
+from .documents import (RESTATES_TAG, SOURCE_TAG, asks_about_assistant, build_query, is_question,
+                        split_question, states_something)
 from .fusion import Candidate, Fused, fuse
 from .indexer import cache_partition
 from .rank import feature_matrix
 from .scoring import final_score, get_preset
 from .settings import RetrieverSettings
 from .request import MODES, Mode, SearchRequest
-from .units import ROLES, Unit, is_weak, merge_units, reply_to, role_of, role_weight
+from .units import (ROLES, Unit, is_weak, merge_units, own_words, reply_to, role_of,
+                    role_weight, sources_of)
 
 __all__ = ["Retriever", "SearchResult", "Mode", "MODES", "ROLES"]
 
@@ -133,9 +134,11 @@ class Retriever:
 
     def _candidates(self, scope: Scope, query: str, recent: Sequence[str], filters: Filters,
                     limit: int, mode: Mode, vector: np.ndarray | None, expansion: float,
+                    known: dict[str, DocInfo],
                     ) -> tuple[list[Fused], list[Candidate], list[Candidate], str, set[str]]:
         """Fused candidates for one question: ``(fused, lexical, dense, lexical_query,
-        expanded)`` (``expanded``: the ids only query expansion found)."""
+        expanded)`` (``expanded``: the ids only query expansion found); ``known`` collects
+        the documents read on the way."""
         lexical_query, dense_text = build_query(query, recent, self.settings.query_turns)
         lexical: list[Candidate] = []
         if mode != "dense":
@@ -145,31 +148,52 @@ class Retriever:
             if vector is None:
                 vector = self.queries.embed([dense_text], cache_partition(scope))[0]
             dense = self.store.vector_search(scope, vector, filters, limit)
-        fused = self._fuse(dense, lexical, query)
+        texts = self._texts(scope, dense, known)
+        fused = self._fuse(dense, lexical, query, texts)
         expanded: set[str] = set()
         if expansion > 0 and lexical and fused:
             first = {d for d, _ in lexical}
             lexical = self._expand(scope, lexical_query, fused[0].id, lexical, filters, limit,
                                    expansion)
             expanded = {d for d, _ in lexical} - first
-            fused = self._fuse(dense, lexical, query)
+            fused = self._fuse(dense, lexical, query, texts)
         return fused, lexical, dense, lexical_query, expanded
+
+    def _texts(self, scope: Scope, dense: list[Candidate], known: dict[str, DocInfo],
+               ) -> dict[str, str]:
+        """The texts of the dense candidates whose vector is of their text alone — memory
+        items and knowledge chunks, not turns (a turn's vector carries the turn before it,
+        an "OK." all of it) —, so that each one's language picks its calibration band;
+        read once per search into ``known``, which the search reads its hits from."""
+        if not dense or self.settings.calibration != "fitted":
+            return {}
+        missing = sorted({d for d, _ in dense} - known.keys())
+        if missing:
+            known.update(self.store.doc_info(scope, missing))
+        return {d: known[d].text for d, _ in dense
+                if d in known and known[d].layer is not Layer.EPISODIC}
 
     def _lexical(self, scope: Scope, tokens: str, filters: Filters, limit: int) -> list[Candidate]:
         return self.store.lexical_search(scope, tokens, filters, limit,
                                          context_weight=self.settings.context_weight,
                                          body_weight=self.settings.body_weight)
 
-    def _fuse(self, dense: list[Candidate], lexical: list[Candidate], query: str) -> list[Fused]:
+    def _fuse(self, dense: list[Candidate], lexical: list[Candidate], query: str,
+              texts: Mapping[str, str]) -> list[Fused]:
         s = self.settings
         dense_map = None
+        doc_maps: dict[str, Band] = {}
         if dense and s.calibration == "fitted":
             if self._calibration is None:
                 self._calibration = calibration_for(self.embedder, self.store)
             dense_map = self._calibration.band(query)
+            for d, text in texts.items():  # a memory in the other language: its own band
+                band = self._calibration.band(query, text)
+                if band is not dense_map:
+                    doc_maps[d] = band
         return fuse(dense, lexical, method=s.fusion, dense_weight=s.dense_weight,
                     lexical_weight=s.lexical_weight, dense_map=dense_map,
-                    lexical_saturation=s.lexical_saturation or None)
+                    lexical_saturation=s.lexical_saturation or None, doc_maps=doc_maps)
 
     def _expand(self, scope: Scope, lexical_query: str, top_id: str, lexical: list[Candidate],
                 filters: Filters, limit: int, weight: float) -> list[Candidate]:
@@ -214,10 +238,20 @@ class Retriever:
         marks = stale_marks(superseded, sources)
         return {i: m for i, m in marks.items() if i in infos}, replacing
 
-    @staticmethod
-    def _current_hit(stale: SearchHit, info: DocInfo) -> SearchHit:
-        """The hit of the item that replaced a stale hit's fact, in the stale hit's place."""
-        return SearchHit(id=info.id, layer=info.layer, text=info.text, score=stale.score,
+    def _sources(self, scope: Scope, infos: Mapping[str, DocInfo]) -> dict[str, DocInfo]:
+        """The source turns of the restating items among ``infos`` that are not there."""
+        wanted = {s for i in infos.values() if RESTATES_TAG in i.tags for s in sources_of(i)}
+        missing = sorted(wanted - infos.keys())
+        return self.store.doc_info(scope, missing) if missing else {}
+
+    def _current_hit(self, scope: Scope, stale: SearchHit, info: DocInfo) -> SearchHit:
+        """The hit of the item that replaced a stale hit's fact, in the stale hit's place
+        (in its speaker's words where the item says less: :func:`.units.own_words`)."""
+        text = info.text
+        if RESTATES_TAG in info.tags:
+            turns = self.store.doc_info(scope, sorted(sources_of(info)))
+            text = next((w for t in turns.values() if (w := own_words(info.text, t))), text)
+        return SearchHit(id=info.id, layer=info.layer, text=text, score=stale.score,
                          parts=stale.parts, created_at=info.created_at, session_id=info.session_id,
                          kind=Kind(info.kind) if info.kind else None)
 
@@ -271,10 +305,11 @@ class Retriever:
         lexical_queries = []
         per_question = []
         lists: list[tuple[str, list[Fused], list[Candidate], list[Candidate], set[str]]] = []
+        known: dict[str, DocInfo] = {}
         with self.store.one_search(scope):  # the index brought up to date once for all lists
             for question, vector in zip(questions, vectors):
                 fused, lexical, dense, lexical_query, expanded = self._candidates(
-                    scope, question, recent, filters, limit, mode, vector, expansion)
+                    scope, question, recent, filters, limit, mode, vector, expansion, known)
                 lexical_queries.append(lexical_query)
                 per_question.append(fused)
                 lists.append((lexical_query, fused, lexical, dense, expanded))
@@ -293,7 +328,9 @@ class Retriever:
                 if f.id not in best or f.order_key > best[f.id].order_key:
                     best[f.id] = f
         fused = sorted(best.values(), key=lambda f: (-f.order_key, f.id))
-        infos = self.store.doc_info(scope, [f.id for f in fused])
+        missing = sorted({f.id for f in fused} - known.keys())
+        infos = {**known, **(self.store.doc_info(scope, missing) if missing else {})}
+        infos = {f.id: infos[f.id] for f in fused if f.id in infos}
         marks, replacing = self._stale(scope, infos)
         if marks:
             infos = {i: replace(info, stale_since=marks[i].since.timestamp(),
@@ -334,7 +371,7 @@ class Retriever:
                               rank=order * boost * weight))
         merged = merge_units(units, answered, {i: weigh(a) for i, a in answered.items()},
                              {i: is_weak(a, query, about_assistant=about_assistant)
-                              for i, a in answered.items()}, roles)
+                              for i, a in answered.items()}, roles, self._sources(scope, infos))
         merged = [u for u in merged if u.score >= min_score]
         reranked: dict[str, float] = {}
         if self.reranker is not None and self.settings.rerank_k > 0 and len(merged) > 1:
@@ -363,7 +400,7 @@ class Retriever:
             if len(hits) == k and not marks:
                 break
         if marks:  # the final pass: stale evidence never outranks current truth
-            current = {h.id: self._current_hit(h, replacing[r]) for h in hits
+            current = {h.id: self._current_hit(scope, h, replacing[r]) for h in hits
                        if (r := infos[h.id].replaced_by if h.id in infos else None) in replacing
                        and _admits(filters, replacing[r])}
             hits = current_first(hits, current, past=asks_about_past(query))[:k]

@@ -19,7 +19,10 @@ A search scores index documents; the prompt needs *units*:
 * **Items first.** When a memory item and the turn it was extracted from both match
   (the item's own similarity ≥ :data:`MATCHING`), they are one unit: the item keeps the
   better of the two scores and the turn's slot goes (its id is in the item's
-  ``merged_ids``).
+  ``merged_ids``). An item that restates only part of its sentence ("User got a raise"
+  of "I got a raise, it's 12000 yuan a month now.") is shown as that sentence, in the
+  speaker's words (:func:`own_words`): the unit must not say less than the turn it
+  stands for.
 * **Roles filter.** ``roles=("user",)`` keeps the user's turns and the exchanges they
   lead, and memory items (they are the user's statements); ``("assistant",)`` only the
   assistant's turns.
@@ -27,16 +30,17 @@ A search scores index documents; the prompt needs *units*:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..stores.base import DocInfo
 from ..text import analyze
 from ..types import Layer
-from .documents import REPLY_TAG, ROLE_TAG, SOURCE_TAG, is_question
+from .documents import REPLY_TAG, RESTATES_TAG, ROLE_TAG, SOURCE_TAG, is_question
 
 __all__ = ["Unit", "role_of", "reply_to", "sources_of", "role_weight", "is_weak", "merge_units",
-           "ROLES", "MATCHING"]
+           "own_words", "ROLES", "MATCHING", "COVERS"]
 
 ROLES = ("user", "assistant", "tool")
 
@@ -44,6 +48,17 @@ ROLES = ("user", "assistant", "tool")
 #: above every weak unit: the calibrated start of the band above unrelated pairs
 #: (:data:`~memstrata.retrieval.calibration.TAIL`).
 MATCHING = 0.05
+
+#: The share of the words of its sentence that an item must keep to speak for it. Set on
+#: the development half of ``bench updates``; a restatement that keeps the sentence
+#: ("User works as a nurse at Ruijin Hospital") keeps all of its words, one that drops a
+#: clause ("User no longer eats or drinks coffee" of "I quit coffee; it's green tea every
+#: morning.") keeps a third or less.
+COVERS = 0.6
+
+# sentence ends in either language; not ";" or commas: "I quit coffee; it's green tea
+# every morning" is one thought
+_SENTENCE_END = re.compile(r"(?<=[。！？!?\n])|(?<=[.…])\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +143,55 @@ def _label(info: DocInfo) -> str:
     return names[0] if names else (role_of(info) or "user")
 
 
+def own_words(item_text: str, turn: DocInfo) -> str | None:
+    """The sentence of ``turn`` that ``item_text`` restates, as the speaker said it
+    ("[user] I got a raise, it's 12000 yuan a month now."), when the item keeps less than
+    :data:`COVERS` of its words; None when the item says it all (or restates nothing)."""
+    said = set(analyze(item_text))
+    best, best_words, best_shared = "", set[str](), 0
+    for sentence in _SENTENCE_END.split(turn.text):
+        words = set(analyze(sentence))
+        shared = len(words & said)
+        if shared > best_shared:
+            best, best_words, best_shared = sentence.strip(), words, shared
+    if not best_shared or best_shared / len(best_words) >= COVERS:
+        return None
+    return f"[{_label(turn)}] {best}"
+
+
+def _in_own_words(by_id: dict[str, Unit], sources: Mapping[str, DocInfo]) -> None:
+    """Each restating item that leaves out part of its sentence shown as that sentence."""
+    turns = {**sources, **{u.id: u.info for u in by_id.values() if u.info.layer is Layer.EPISODIC}}
+    for uid, unit in list(by_id.items()):
+        if unit.info.layer is not Layer.SEMANTIC or RESTATES_TAG not in unit.info.tags:
+            continue
+        said = next((w for s in sorted(sources_of(unit.info)) if s in turns
+                     and (w := own_words(unit.text, turns[s]))), None)
+        if said:
+            by_id[uid] = replace(unit, text=said)
+
+
+def _one_per_text(units: Iterable[Unit]) -> list[Unit]:
+    """One unit per thing said: an item shown in its speaker's words (:func:`own_words`)
+    whose text another unit holds too — two items of one sentence ("User changed careers",
+    "User is a teacher"), or the exchange of that sentence's turn — is one hit with it, in
+    the better place, at the better score, with the longer text."""
+    kept: list[Unit] = []
+    for unit in sorted(units, key=lambda u: (-u.order, u.id)):
+        said = unit.info.layer is Layer.SEMANTIC and unit.text != unit.info.text
+        home = next((n for n, k in enumerate(kept)
+                     if (said or k.info.layer is Layer.SEMANTIC and k.text != k.info.text)
+                     and (unit.text in k.text or k.text in unit.text)), None)
+        if home is None:
+            kept.append(unit)
+            continue
+        first = kept[home]
+        kept[home] = replace(first, score=max(first.score, unit.score),
+                             text=max(first.text, unit.text, key=len),
+                             merged=tuple(dict.fromkeys(first.merged + (unit.id, *unit.merged))))
+    return kept
+
+
 def exchange_text(first: DocInfo, second: DocInfo) -> str:
     """What an exchange hit shows: both turns, each with who said it."""
     return f"[{_label(first)}] {first.text} [{_label(second)}] {second.text}"
@@ -135,13 +199,15 @@ def exchange_text(first: DocInfo, second: DocInfo) -> str:
 
 def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
                 weight_of: "Mapping[str, float]", weak_of: "Mapping[str, bool]",
-                roles: Collection[str] = ()) -> list[Unit]:
+                roles: Collection[str] = (), sources: Mapping[str, DocInfo] | None = None,
+                ) -> list[Unit]:
     """Exchanges, items over their source turns and the roles filter; best first, weak
     units after the matching strong ones.
 
     ``answered`` holds the DocInfo of every turn a low-information unit answers;
     ``weight_of`` and ``weak_of`` the role weight and weakness of each of those turns
-    (the exchange takes them).
+    (the exchange takes them). ``sources`` holds the source turns of restating items
+    that are not candidates themselves (:func:`own_words`).
     """
     by_id: dict[str, Unit] = {}
     for unit in units:
@@ -161,6 +227,7 @@ def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
         text = best.text if best.merged or not other.merged else other.text
         merged = tuple(dict.fromkeys(best.merged + other.merged))
         by_id[unit.id] = replace(best, text=text, merged=merged)
+    _in_own_words(by_id, sources or {})
     # items over the turns they were extracted from
     owner: dict[str, str] = {}
     for unit in by_id.values():
@@ -181,7 +248,7 @@ def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
                            scored_by=unit.parts_id, rank=unit.order)
         by_id[item_id] = replace(item, merged=merged)
         del by_id[unit.id]
-    out = list(by_id.values())
+    out = _one_per_text(by_id.values())
     if roles:
         allowed = set(roles)
         out = [u for u in out if (u.role if u.role is not None else "user") in allowed

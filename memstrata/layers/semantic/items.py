@@ -242,6 +242,9 @@ class ItemWriter:
                 # a corrected text corrects its slot: the value moves with the words
                 checked["value"] = follow_value(old.content, checked["content"], old.value)
             now = utcnow()
+            if checked.get("content", old.content) != old.content:
+                # the text is now the editor's, no longer a restatement of its source turns
+                checked["metadata"] = {**checked.get("metadata", old.metadata), "edited": True}
             new = old.evolve(**checked, updated_at=now)
             return self.write(scope, new, old, "edit", actor, reason, now)
 
