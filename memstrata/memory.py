@@ -138,7 +138,8 @@ class Memory(ByUserId):
                                 TurnSettings.from_settings(s, summary_jobs=self.llm is not None),
                                 wake=self.wake_worker, replied=self.knowledge_base.replied)
         self.parts = Parts(
-            settings=s, store=self.store, turns=self.turns, writer=self.writer,
+            max_message_chars=s.max_message_chars, read_only=s.read_only, store=self.store,
+            turns=self.turns, writer=self.writer,
             contexts=ContextBuilder(self.session_manager, self.profiles, self.knowledge_base,
                                     ContextSettings.from_settings(s)),
             retriever=self.retriever, forgetter=self.forgetter, profiles=self.profiles,

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .assembly import ContextBuilder
-from .config import Settings
 from .knowledge import KnowledgeBase
 from .layers.episodic import SessionManager
 from .layers.episodic.turns import TurnWriter
@@ -33,7 +32,8 @@ class Parts:
     """What a handle delegates to: the pieces :class:`memstrata.Memory` builds once and
     every user's handle shares."""
 
-    settings: Settings
+    max_message_chars: int  # the ``max_message_chars`` setting: the longest text taken
+    read_only: bool  # the ``read_only`` setting: a search records no access
     store: Store
     turns: TurnWriter
     contexts: ContextBuilder

@@ -133,7 +133,7 @@ class UserMemory:
         of the same kind already says the same (letter case and spacing aside), that
         item is returned and nothing is stored: remembering a thing twice is one memory."""
         return self.parts.writer.remember(
-            self.scope, content, limit=self.parts.settings.max_message_chars, kind=kind, subject=subject,
+            self.scope, content, limit=self.parts.max_message_chars, kind=kind, subject=subject,
             attribute=attribute, value=value, confidence=confidence, importance=importance, tags=tags,
             metadata=metadata, session_id=session_id, actor=actor, reason=reason)
 
@@ -153,7 +153,7 @@ class UserMemory:
         """Edit an item; the change is a new version with the previous values kept. With
         ``expected_version``, a ConflictError when the item changed meanwhile."""
         return self.parts.writer.edit(self.scope, item_id, changes, actor=actor, reason=reason,
-                                      limit=self.parts.settings.max_message_chars,
+                                      limit=self.parts.max_message_chars,
                                       expected_version=expected_version)
 
     def history(self, item_id: str) -> builtins.list[ItemVersion]:
@@ -231,9 +231,9 @@ class UserMemory:
         return self._search(SearchRequest.build(query, **options), explain=True)
 
     def _search(self, request: SearchRequest, *, explain: bool) -> SearchResult:
-        s = self.parts.settings
-        return self.parts.retriever.search(self.scope, request.checked(s.max_message_chars),
-                                           explain=explain, touch=not s.read_only)
+        parts = self.parts
+        return parts.retriever.search(self.scope, request.checked(parts.max_message_chars),
+                                      explain=explain, touch=not parts.read_only)
 
     # -- sessions and context (layers/episodic, assembly.py: ContextBuilder) -------------
     def archive_session(self, session_id: str = "default") -> SessionState:

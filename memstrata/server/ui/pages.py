@@ -305,7 +305,7 @@ def _explain(handle: Any, request: SearchRequest) -> Any:
     """``handle.explain(request)`` without counting the hits as accessed (R5.7): looking
     at the hit list is not the agent recalling them."""
     m = handle.parts
-    request = request.checked(m.settings.max_message_chars)
+    request = request.checked(m.max_message_chars)
     return m.retriever.search(handle.scope, request, explain=True, touch=False)
 
 
