@@ -4,7 +4,7 @@ A limit, an offset or a number of seconds, a label (who made a change, why), tex
 that must be Unicode, and JSON a caller hands over to be stored (metadata, tool-call
 arguments): each is refused here with a :class:`~memstrata.errors.ValidationError`
 that says what to pass, before it reaches a store or a computation that would fail
-with a raw ``TypeError``, ``OverflowError`` or ``RecursionError`` (issue P18).
+with a raw ``TypeError``, ``OverflowError`` or ``RecursionError``.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Weight of a turn that only asks a question when the query is a question too",
             low=0.0, high=1.0),
     Setting("reranker", "", str,
-            "Reranker of the best hits (R5.3): empty = off, rerank:URL#MODEL (llama.cpp, vLLM, "
+            "Reranker of the best hits: empty = off, rerank:URL#MODEL (llama.cpp, vLLM, "
             "Jina), tei:URL (Hugging Face TEI) or llm (the llm setting as a reranker)"),
     Setting("rerank_k", 20, int, "Best hits the reranker reorders", low=0, high=200),
     Setting("recall_k", 8, int,
@@ -150,7 +150,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Session store URL: empty = the main store's own session rows (SQLite or "
             "PostgreSQL); redis://host:6379/0 or redis+cluster://host:7000 (add ?prefix=NAME "
             "to share a server)"),
-    Setting("summary_every", 10, int, "Messages between two progressive summary steps (R2.1)",
+    Setting("summary_every", 10, int, "Messages between two progressive summary steps",
             low=1),
     Setting("session_idle_minutes", 30.0, float,
             "Idle time after which archive_idle() closes and archives a session", low=0.0),
@@ -180,15 +180,15 @@ SETTINGS: tuple[Setting, ...] = (
             low=0.001),
     Setting("job_max_attempts", 3, int, "Attempts before a failing job is marked failed",
             low=1),
-    Setting("extract_window", 6, int, "Recent messages an extraction job reads (R3.1)", low=0),
+    Setting("extract_window", 6, int, "Recent messages an extraction job reads", low=0),
     Setting("dedup_threshold", 0.92, float,
-            "Cosine above which a same-kind candidate sharing wording boosts an item (R3.4)",
+            "Cosine above which a same-kind candidate sharing wording boosts an item",
             low=0.0, high=1.0),
     Setting("conflict_low", 0.70, float,
-            "Lower cosine bound of the conflict band (R3.5); slots decide first", low=0.0, high=1.0),
+            "Lower cosine bound of the conflict band; slots decide first", low=0.0, high=1.0),
     Setting("boost_step", 0.05, float, "Confidence added when a memory is stated again", low=0.0, high=1.0),
     Setting("session_only_below", 0.5, float,
-            "Confidence under which a candidate stays out of long-term memory (R3.3)", low=0.0, high=1.0),
+            "Confidence under which a candidate stays out of long-term memory", low=0.0, high=1.0),
     Setting("require_repetition", False, bool,
             "Facts and preferences enter long-term memory only after two mentions"),
     Setting("max_items_per_user", 1000, int,
@@ -234,7 +234,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kb_used_overlap", 0.3, float,
             "Knowledge base: share of a reply's own words found in a recalled chunk for the "
             "chunk to count as used", low=0.0, high=1.0),
-    # -- trust (P9): forgetting, files, bounded work ------------------------------------
+    # -- trust: forgetting, files, bounded work ------------------------------------------
     Setting("compact_wait_s", 10.0, float,
             "How long compact() waits for readers of other connections to leave old "
             "snapshots before it reports that the SQLite -wal still holds deleted bytes",

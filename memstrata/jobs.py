@@ -1,4 +1,4 @@
-"""Durable background jobs: the worker that runs them (issue 5 §4).
+"""Durable background jobs: the worker that runs them.
 
 Jobs live in the store (``jobs`` table), so a crash or a restart loses none: a job is
 ``pending`` until a worker claims it for a lease; a worker that dies leaves it

@@ -368,7 +368,7 @@ class Memory(ByUserId):
     # -- maintenance and sessions across users --------------------------------------------
     def maintain(self, user_id: str | None = None, now: datetime | None = None, *,
                  agent_id: str | None = None, background: bool = False) -> MaintenanceReport:
-        """Decay and capacity (R3.7, R3.8) for one user or every user, then a refresh of
+        """Decay and capacity for one user or every user, then a refresh of
         each user's profile snapshot; idempotent.
 
         With ``background`` nothing runs here: one ``maintain`` and one ``profile`` job per

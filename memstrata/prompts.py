@@ -5,8 +5,7 @@ follows the content (:func:`detect_language`) unless given. The schemas next to 
 prompts describe the expected answer: they are sent as ``response_format`` where the
 server supports it and used by :mod:`memstrata.providers.structured` to validate what
 comes back. Conversation text is fenced inside tags and declared to be data, so that a
-stored "ignore previous instructions" cannot steer the model (SPEC R6.4).
-The Chinese summary wording follows seed 000 §3.2.
+stored "ignore previous instructions" cannot steer the model.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ CONFLICT_SCHEMA = Schema("conflict", (
 SUMMARY_PARTS = ("goal", "decisions", "done", "open_questions", "constraints")
 SUMMARY_SCHEMA = Schema("summary", tuple(
     Field(part, max_length=200, default="") for part in SUMMARY_PARTS), items_key=None)
-"""A structured session summary; every part at most 200 characters (SPEC R2.2)."""
+"""A structured session summary; every part at most 200 characters."""
 
 _MAX_CHARS = 2000  # per message in a prompt: one pasted log must not eat the window
 

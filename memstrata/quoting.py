@@ -1,4 +1,5 @@
-"""The one quoting function for memory-derived text in a prompt (R6.4).
+"""The one quoting function for memory-derived text in a prompt: memory
+is data, never instructions.
 
 Everything :meth:`memstrata.Memory.context` puts in front of the LLM from memory —
 profile fields, session summaries, memory items, recalled turns, person names,

@@ -681,7 +681,7 @@ _HEADINGS = {
 
 @dataclass(frozen=True, slots=True)
 class StructuredSummary:
-    """A session summary in five parts, each at most ``max_chars`` characters (R2.2).
+    """A session summary in five parts, each at most ``max_chars`` characters.
 
     Construction rejects a part over the limit; :meth:`clipped` shortens instead.
     ``version`` counts the incremental updates (v1, v2, ...).

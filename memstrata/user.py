@@ -199,7 +199,7 @@ class UserMemory:
 
     # -- core profile ---------------------------------------------------------------------
     def profile(self, *, cached: bool = False) -> Profile:
-        """The core profile (R3.10): aggregated from active items, manual edits on top.
+        """The core profile: aggregated from active items, manual edits on top.
         With ``cached``, the snapshot the last maintenance (or ``profile`` job) stored —
         one read instead of an aggregation, for per-prompt use — or, when there is no
         snapshot yet, the live profile."""
@@ -221,13 +221,13 @@ class UserMemory:
 
         ``query`` is the text (or a :class:`~memstrata.requests.SearchRequest`); the
         options are its fields: ``k``, ``filters``, ``recent`` (the last few turns,
-        added to the query, R5.4), ``scoring``, ``mode``, ``now``. Each hit carries
+        added to the query), ``scoring``, ``mode``, ``now``. Each hit carries
         ``parts``: similarity, dense/lexical parts and ranks, recency, importance,
         layer weight and the scoring preset."""
         return self._search(SearchRequest.build(query, **options), explain=False).hits
 
     def explain(self, query: "str | SearchRequest", **options: Any) -> SearchResult:
-        """Like :meth:`search`, but also returns both candidate lists (R5.6)."""
+        """Like :meth:`search`, but also returns both candidate lists."""
         return self._search(SearchRequest.build(query, **options), explain=True)
 
     def _search(self, request: SearchRequest, *, explain: bool) -> SearchResult:
@@ -246,7 +246,7 @@ class UserMemory:
         return state
 
     def resume(self, *, exclude_session: str | None = None) -> Resume:
-        """Where the user left off (R2.5): the latest other session's summary, the open todos."""
+        """Where the user left off: the latest other session's summary, the open todos."""
         state = self.parts.session_manager.resume(self.scope, exclude=exclude_session)
         todos = self.list(filters={"kinds": ["todo"], "statuses": ["active"]}, limit=20)
         return Resume(state.session_id if state else None, state.summary if state else None,
@@ -254,7 +254,7 @@ class UserMemory:
 
     def context(self, session_id: "str | ContextRequest" = "default", messages: Any = None,
                 **options: Any) -> ContextResult:
-        """The messages to send for the next LLM call, within ``budget`` tokens (R6).
+        """The messages to send for the next LLM call, within ``budget`` tokens.
 
         ``messages`` are what the caller would send (default: the session's recent ones).
         Adds the core profile, the session summary and the memories relevant to ``query``
@@ -281,7 +281,7 @@ class UserMemory:
         return self.parts.turns.enqueue_extraction(self.scope, session_id, from_seq)
 
     def maintain(self, now: datetime | None = None, *, background: bool = False) -> MaintenanceReport:
-        """Decay and capacity (R3.7, R3.8), then a refresh of the profile snapshot; see
+        """Decay and capacity, then a refresh of the profile snapshot; see
         :meth:`memstrata.Memory.maintain`."""
         return self.parts.maintain([self.scope], now, background)
 

@@ -1,4 +1,4 @@
-"""Dedup and conflict calibration for an embedder (issue 3): how far apart do stored
+"""Dedup and conflict calibration for an embedder: how far apart do stored
 statements sit when they are the same fact, a same-slot conflict, or unrelated?
 
 Pairs are written the way the write path stores and embeds them (the normalised

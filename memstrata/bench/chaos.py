@@ -1,4 +1,4 @@
-"""``memstrata bench chaos``: the HTTP service under load while its parts fail (issue P18).
+"""``memstrata bench chaos``: the HTTP service under load while its parts fail.
 
 ``memstrata serve`` runs on PostgreSQL (an empty database) with sessions in a private
 ``redis-server`` without persistence. ``clients`` concurrent clients mix add, search,

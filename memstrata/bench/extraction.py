@@ -1,4 +1,4 @@
-"""Extraction quality of the offline rules (issue 3), and the cost of ``add()``.
+"""Extraction quality of the offline rules, and the cost of ``add()``.
 
 * **LoCoMo observations** — each speaker's turns are user turns (LoCoMo speakers talk
   about themselves in the first person), the other speaker's previous turn is the

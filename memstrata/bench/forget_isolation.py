@@ -1,6 +1,5 @@
 """``memstrata bench forget-isolation``: one tenant's latency beside another tenant's
-forget loop, and the forgotten bytes gone from the store files by the stated deadline
-(issue P17 §5).
+forget loop, and the forgotten bytes gone from the store files by the stated deadline.
 
 A ``memstrata serve`` subprocess serves a temporary SQLite store (tenant A's ``--users``
 seeded with ``--items`` memory items each, as ``bench serve`` does) with

@@ -67,7 +67,7 @@ def worker(store, embedder, until_idle, lease_s, poll_s) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
 def maintain(store, embedder, user_id, agent_id, background, as_json) -> None:
-    """Decay stale and distrusted memories, enforce the per-user cap (R3.7, R3.8) and
+    """Decay stale and distrusted memories, enforce the per-user cap and
     refresh profile snapshots — here, or as background jobs with --background."""
     import json
 

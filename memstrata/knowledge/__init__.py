@@ -1,4 +1,4 @@
-"""The knowledge base (R4): documents the agent answers from, beside what it remembers.
+"""The knowledge base: documents the agent answers from, beside what it remembers.
 
 ==========================  ==========================================================
 module                      what it does

@@ -356,7 +356,7 @@ class KnowledgeBase:
             out.append(replace(hit, text="\n".join(parts), expanded=tuple(extra)) if extra else hit)
         return out
 
-    # -- usage (R4.3) -------------------------------------------------------------------
+    # -- usage --------------------------------------------------------------------------
     def recalled(self, user: Scope, session_id: str, hits: Sequence[tuple[Scope, str]],
                  query: str, at: datetime | None = None) -> None:
         """Chunks put into ``user``'s context in ``session_id``: count a recall each and

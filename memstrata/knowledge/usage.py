@@ -1,4 +1,4 @@
-"""Did the reply use the chunk? (R4.3, pure.)
+"""Did the reply use the chunk? (Pure.)
 
 A chunk recalled into a context is *used* when the assistant's reply that follows draws
 on it: enough of the reply's own words — its index tokens (jieba words, Snowball stems)

@@ -4,7 +4,7 @@ Pure functions over OpenAI-format messages (dicts or :class:`~memstrata.types.Me
 the output is always a list of OpenAI-format dicts that the OpenAI and Anthropic chat
 APIs accept.
 
-How it works (SPEC R1.1-R1.3, R1.6):
+How it works:
 
 1. **Group** (:func:`group_messages`). A system message, a user message and an
    assistant message without tool calls are each one group. An assistant message with
@@ -52,7 +52,7 @@ __all__ = [
     "DEFAULT_WINDOW",
 ]
 
-DEFAULT_WINDOW = 6  # turns; seed 002's default for the hybrid strategy
+DEFAULT_WINDOW = 6  # turns: enough for a follow-up, cheap in tokens
 
 Strategy = Literal["budget", "window", "summary+window"]
 Policy = Literal["repair", "strict"]
@@ -180,7 +180,7 @@ def _tool_call_run(msgs: list[dict[str, Any]], i: int, policy: Policy, repairs: 
     kept: list[_Kept] = []
     if calls:
         kept.append((i, {**msg, "tool_calls": calls}, "tool_calls", group_no))
-        # results stay in input order (R1.3); the APIs accept any order within the run
+        # results stay in input order; the APIs accept any order within the run
         kept.extend((src, res, "tool_calls", group_no)
                     for src, res in sorted(answered[c["id"]] for c in calls))
     elif msg.get("content") and msg["content"].strip():
@@ -208,7 +208,8 @@ def _groups(kept: list[_Kept], tokenizer: Tokenizer | None) -> tuple[Group, ...]
 
 def group_messages(messages: Sequence[MessageLike], *, policy: Policy = "repair",
                    tokenizer: Tokenizer | None = None) -> Grouping:
-    """Validate, repair (or reject) and group messages per R1.2.
+    """Validate, repair (or reject) and group messages, so a tool call
+    is never kept without its results.
 
     Raises :class:`ValidationError` for a message that is not valid OpenAI format and,
     with ``policy="strict"``, :class:`ToolCallSequenceError` for the first orphan tool

@@ -1,4 +1,4 @@
-"""Rerankers (R5.3): a second, slower opinion on the best few hits. Off by default.
+"""Rerankers: a second, slower opinion on the best few hits. Off by default.
 
 One method, :meth:`Reranker.rerank` — a relevance score per document, higher is better.
 Two implementations:

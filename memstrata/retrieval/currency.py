@@ -1,4 +1,4 @@
-"""Current truth in retrieval (R3.11): stale evidence never outranks the current fact.
+"""Current truth in retrieval: stale evidence never outranks the current fact.
 
 When the write path supersedes a fact (:mod:`memstrata.layers.semantic.state`), the old
 item keeps ``metadata["replaced_by"]`` (the item that holds the value now) and

@@ -291,7 +291,8 @@ def chunk_texts(text: str, title: str, heading_path: Sequence[str]) -> tuple[str
 def build_query(query: str, recent: Sequence[str] = (), turns: int = 3) -> tuple[str, str]:
     """``(lexical_tokens, dense_text)`` from the current message and the last ``turns`` turns.
 
-    The lexical query is the union of their tokens (R5.4: not only the last message);
+    The lexical query is the union of their tokens (not only the last message's: a follow-up
+    question leans on the turns before it);
     the dense text puts the current message last, nearest the end of the embedding input.
     """
     recent = [r for r in recent if r and r.strip()][-turns:] if turns > 0 else []

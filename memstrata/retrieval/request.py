@@ -58,7 +58,7 @@ def _check_k(k: Any) -> int:
 class SearchRequest:
     """One search: the query and how to run it.
 
-    ``recent`` are the last few turns (their text), added to the query (R5.4);
+    ``recent`` are the last few turns (their text), added to the query (a follow-up leans on them);
     ``scoring`` a preset name or :class:`~memstrata.retrieval.scoring.ScoringPreset`
     (None: the ``scoring`` setting); ``mode`` hybrid, lexical or dense; ``min_score``
     drops hits scoring under it; ``roles`` keeps only turns said by those roles

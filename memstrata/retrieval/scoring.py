@@ -1,12 +1,12 @@
-"""Final scores from similarity, recency, importance and layer (SPEC R5.2).
+"""Final scores from similarity, recency, importance and layer.
 
 The seeds give three formulas; each is a preset, and every weight is configurable:
 
-* ``balanced`` (seed 002, the default): ``0.6·similarity + 0.3·recency + 0.1·importance``,
+* ``balanced`` (the default): ``0.6·similarity + 0.3·recency + 0.1·importance``,
   recency an exponential half-life (30 days).
-* ``fresh`` (seed 001): ``0.4·similarity + 0.3·recency + 0.3·importance``, recency linear
+* ``fresh``: ``0.4·similarity + 0.3·recency + 0.3·importance``, recency linear
   over 30 days (1 today, 0 at 30 days and older).
-* ``decay`` (seed 003): ``similarity × 0.5^(age/half_life) × layer_weight``, half-life
+* ``decay``: ``similarity × 0.5^(age/half_life) × layer_weight``, half-life
   30 days (7 for support bots), layer weights working 1.0, semantic 0.8, episodic 0.5.
 * ``relevance``: similarity alone — for archives and benchmarks where age says nothing.
 

@@ -1,10 +1,10 @@
-"""Hybrid retrieval: dense ∥ lexical → fusion → scoring preset → top k (SPEC R5.1–R5.7).
+"""Hybrid retrieval: dense ∥ lexical → fusion → scoring preset → top k.
 
 The :class:`Retriever` holds no state of its own; it asks the store for two candidate
 lists, fuses them with :mod:`~memstrata.retrieval.fusion`, scores them with a
 :mod:`~memstrata.retrieval.scoring` preset and returns :class:`~memstrata.types.SearchHit`
 values whose ``parts`` say how each score was made. ``explain`` keeps every candidate
-of both lists (R5.6).
+of both lists, so a caller can see why a hit ranks where it does.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class Retriever:
         self.embedder = embedder
         self.settings = settings or RetrieverSettings.from_settings()
         self.queries = QueryCache(embedder, self.settings.query_cache)  # query vectors by text
-        self.reranker: Reranker | None = None  # R5.3, off by default (setting ``reranker``)
+        self.reranker: Reranker | None = None  # off by default (setting ``reranker``)
         self._calibration: Calibration | None = None  # read from the store on first use
 
     def _named_speaker(self, query: str, infos: "Iterable[DocInfo]", *,

@@ -1,8 +1,8 @@
-"""The session seam: hot per-session state with a version for optimistic locking (R2.4).
+"""The session seam: hot per-session state with a version for optimistic locking.
 
 A session store keeps, per (namespace, user, session): the version, the status
 (``open`` → ``closed`` → ``archived``), the L2 running summary with its
-``message_range_end`` (R2.1), and the session's messages. The main
+``message_range_end``, and the session's messages. The main
 :class:`~memstrata.stores.base.Store` is the record: every backend commits each append
 there before it returns (Redis only caches the state, see
 :mod:`memstrata.sessions.redis`).
@@ -26,7 +26,7 @@ from ..types import Message, Scope, StructuredSummary, parse_time
 __all__ = ["SessionState", "SessionStore", "STATUSES", "DEFAULT_WINDOW_MESSAGES"]
 
 STATUSES = ("open", "closed", "archived")
-DEFAULT_WINDOW_MESSAGES = 50  # recent messages a state carries (seed 004 §7.2: LTRIM 0 49)
+DEFAULT_WINDOW_MESSAGES = 50  # recent messages a state carries (Redis: LTRIM 0 49)
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,7 +191,7 @@ class ProfileVersion:
 
 @dataclass(frozen=True, slots=True)
 class SummaryVersion:
-    """One step of a session's progressive summary (R2.1): version vN, the messages
+    """One step of a session's progressive summary: version vN, the messages
     ``[range_start, range_end)`` the step folded in, the summary as it then read."""
 
     version: int

@@ -1,4 +1,4 @@
-"""The knowledge-base seam: documents, their chunks, and how chunks are used (R4).
+"""The knowledge-base seam: documents, their chunks, and how chunks are used.
 
 A knowledge base lives in the main store, beside the users' memories, on every backend.
 It is addressed by a :class:`~memstrata.types.Scope` of its own (:func:`kb_scope`): the
@@ -99,7 +99,7 @@ class KnowledgeChunk:
     ``joins_next``: its paragraph goes on in the next chunk. ``duplicate_of``: the id of
     an earlier chunk of the knowledge base with the same text (a duplicate is stored,
     not indexed). ``recalled``/``used`` count how often it was put into a context and
-    how often the reply that followed drew on it (R4.3).
+    how often the reply that followed drew on it.
     """
 
     id: str

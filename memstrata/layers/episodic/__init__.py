@@ -1,10 +1,10 @@
 """L2, episodic memory: what happened in each session.
 
-* :mod:`~.summary` — progressive structured summaries (R2.1, R2.2): the
+* :mod:`~.summary` — progressive structured summaries: the
   :class:`Summariser` seam, the offline :class:`ExtractiveSummariser`, incremental planning;
 * :mod:`~.llm` — :class:`LLMSummariser`, the same seam with a metered LLM behind it;
 * :mod:`~.sessions` — :class:`SessionManager`: appends with optimistic locking, a summary
-  step every N messages, idle archiving and resume (R2.4, R2.5) over any session store.
+  step every N messages, idle archiving and resume over any session store.
 
 Raw turns themselves are indexed for retrieval as the episodic layer of the search
 index (:mod:`memstrata.retrieval.indexer`).

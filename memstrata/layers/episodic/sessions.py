@@ -3,7 +3,7 @@
 
 * :meth:`SessionManager.append` writes with optimistic locking and retries on conflict
   (reload, write again), so concurrent writers all land, in some order, none lost.
-* :meth:`SessionManager.summarise` is one incremental L2 step (R2.1): it reads only the
+* :meth:`SessionManager.summarise` is one incremental L2 step: it reads only the
   messages after ``message_range_end``, folds them into the previous summary when at
   least ``every_n`` arrived, and persists the new ``message_range_end``. If an append
   lands meanwhile, the summary is saved against the new version (appends only add at
@@ -36,7 +36,7 @@ DEFAULT_IDLE = timedelta(minutes=30)
 
 @dataclass(frozen=True, slots=True)
 class Resume:
-    """Where the user left off (R2.5): the last session's summary and the open todos."""
+    """Where the user left off: the last session's summary and the open todos."""
 
     session_id: str | None
     summary: StructuredSummary | None

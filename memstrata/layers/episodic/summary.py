@@ -3,11 +3,11 @@
 
 A session's summary grows v1 -> v2 -> v3: every N messages (default 10) the summariser
 gets the previous summary and only the messages after ``message_range_end``, and the
-caller persists the new ``message_range_end`` (SPEC R2.1). :func:`plan_incremental`
+caller persists the new ``message_range_end``, so no message is summarised twice. :func:`plan_incremental`
 says which messages are due; :func:`update_summary` runs one step. Each message is
 therefore summarised exactly once and the cost of a step does not grow with the session.
 
-The summary has five parts, each at most 200 characters by default (R2.2): the user's
+The summary has five parts, each at most 200 characters by default: the user's
 core goal, decisions, completed items, open questions, constraints and preferences.
 
 :class:`ExtractiveSummariser` works offline in Chinese and English: it splits messages

@@ -1,4 +1,4 @@
-"""Consolidation ("sleep", R2.6): a closed session's episode becomes a stage summary and
+"""Consolidation ("sleep"): a closed session's episode becomes a stage summary and
 distilled facts in long-term memory.
 
 A ``consolidate`` job is queued when a session is archived (after its extraction job,

@@ -1,13 +1,13 @@
-"""Should a candidate be remembered, and how far can it be believed? (R3.2, R3.3)
+"""Should a candidate be remembered, and how far can it be believed?
 
 Two pure checks run between extraction and dedup:
 
-* the **write filter** (seed 002 §4.1) scores importance × structure × timeliness and
+* the **write filter** scores importance × structure × timeliness and
   drops small talk and one-off remarks under a threshold — "少记比多记好";
-* **credibility** (seed 002 §5.2) lowers the confidence of jokes, sarcasm and hedges,
+* **credibility** lowers the confidence of jokes, sarcasm and hedges,
   and drops hypotheticals, questions, quotes of other people and impossible claims
   ("I'm from Mars"). A candidate whose confidence ends below ``session_only_below``
-  stays in the session only; an optional repetition rule (seed 004 §8.2) keeps a fact
+  stays in the session only; an optional repetition rule keeps a fact
   out of long-term memory until it has been said twice.
 """
 
@@ -99,7 +99,7 @@ def is_small_talk(text: str) -> bool:
 
 
 def write_score(candidate: Candidate) -> float:
-    """Importance × structure × timeliness in [0, 1] (seed 002 §4.1).
+    """Importance × structure × timeliness in [0, 1].
 
     Structure is high when the rule filled slots (attribute and value: it can be
     compared and superseded later), timeliness is low for a one-off state of the

@@ -1,4 +1,5 @@
-"""What to do with a new candidate given what is already remembered (R3.4–R3.9).
+"""What to do with a new candidate given what is already remembered, and how memories
+age: dedup, conflicts, decay, the per-user cap, feedback.
 
 Pure functions over values: the caller finds the nearest active items of the user and
 their cosine similarities, :func:`decide` returns a :class:`Decision`, and
@@ -52,7 +53,7 @@ class Neighbor:
 
 @dataclass(frozen=True, slots=True)
 class DecideConfig:
-    """Dedup and conflict thresholds (R3.4, R3.5). ``min_overlap`` is the share of
+    """Dedup and conflict thresholds. ``min_overlap`` is the share of
     words a similarity-only merge must also share (calibration for compressed cosines)."""
 
     dedup_threshold: float = 0.92
@@ -125,7 +126,7 @@ def decide(candidate: Candidate, neighbors: Sequence[Neighbor],
 
     Slots first: same attribute and value → BOOST; same value, opposite polarity
     ("I no longer like X") → SUPERSEDE; a single-valued attribute with a new value →
-    SUPERSEDE, or KEEP_BOTH tagged past/recent when the scenario differs (seed 001);
+    SUPERSEDE, or KEEP_BOTH tagged past/recent when the scenario differs;
     a multi-valued attribute supersedes only the value the user said it replaces.
     Then similarity: above ``dedup_threshold`` → BOOST; in the conflict band, same kind
     → ``judge`` if given, and when it has no verdict a change marker → SUPERSEDE.
@@ -371,7 +372,7 @@ def forget_request(message: Message | str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class DecayConfig:
-    """Decay rules (R3.8, seed 000): inactive when older than ``max_age_days`` and
+    """Decay rules: inactive when older than ``max_age_days`` and
     recalled at most ``max_access`` times, or when confidence < ``min_confidence``;
     items never recalled after ``unused_after_days`` lose weight linearly down to
     ``min_weight`` at ``max_age_days``."""
@@ -430,8 +431,8 @@ def memory_value(item: MemoryItem) -> float:
 
 
 def evict(items: Sequence[MemoryItem], cap: int) -> tuple[str, ...]:
-    """Ids of the lowest-value active items to evict so that at most ``cap`` remain
-    (R3.7). Open todos go last: forgetting a promise is worse than forgetting a taste."""
+    """Ids of the lowest-value active items to evict so that at most ``cap`` remain;
+    open todos go last: forgetting a promise is worse than forgetting a taste."""
     active = [i for i in items if i.status is Status.ACTIVE]
     excess = len(active) - max(0, cap)
     if excess <= 0:
@@ -443,7 +444,7 @@ def evict(items: Sequence[MemoryItem], cap: int) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class FeedbackConfig:
-    """Confidence steps of a thumbs-up and a thumbs-down (R3.9). One thumbs-down takes a
+    """Confidence steps of a thumbs-up and a thumbs-down. One thumbs-down takes a
     fresh 0.8 item under the decay threshold (0.3); a confirmed 1.0 item survives one."""
 
     up: float = 0.1

@@ -1,4 +1,4 @@
-"""Offline, rule-based extraction of candidate memories from the last few messages (R3.1).
+"""Offline, rule-based extraction of candidate memories from the last few messages.
 
 Rules read first-person self-statements in English and Chinese and turn each into a
 :class:`Candidate`: a kind, a normalised third-person statement ("User uses Go" /
@@ -245,7 +245,7 @@ def _situate(cand: Candidate, clause: Clause, at: datetime | None) -> Candidate:
 
 def extract(messages: Sequence[Message | dict], *, window: int = 6,
             min_messages: int = 1) -> tuple[Candidate, ...]:
-    """Candidate memories from the last ``window`` messages (R3.1).
+    """Candidate memories from the last ``window`` messages.
 
     Only user messages produce candidates: what the assistant says is not a fact about
     the user. A single user turn is read at once (``min_messages`` = 1): nothing the

@@ -1,4 +1,4 @@
-"""Forgetting for real (R3.9), through one path over every store: items, their versions,
+"""Forgetting for real, through one path over every store: items, their versions,
 index entries, vectors and cached embeddings — including the vectors of the turns after
 a forgotten one, which embedded its text and are re-embedded — the raw turns they came
 from wherever they are held (the main store's log, a Redis session), the session

@@ -496,7 +496,7 @@ class Pipeline:
 
     # -- maintenance --------------------------------------------------------------------
     def maintain(self, scopes: Sequence[Scope], now: datetime) -> MaintenanceReport:
-        """Decay (R3.8) and the per-user cap (R3.7) for each scope; idempotent."""
+        """Decay and the per-user cap for each scope; idempotent."""
         deactivated = reweighted = evicted = 0
         changed: list[str] = []
         for scope in scopes:

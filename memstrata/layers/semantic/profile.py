@@ -1,4 +1,4 @@
-"""The core profile (R3.10, seed 002 §3.3): a fixed-structure portrait of the user,
+"""The core profile: a fixed-structure portrait of the user,
 aggregated from active memory items and injected into every prompt.
 
 "A thousand fragments are worth less than one concise portrait": the profile holds the

@@ -67,7 +67,7 @@ class Profiles:
     The aggregation of a user's items is kept in memory (``keep`` users, least recently
     used out first) while the store's :meth:`~memstrata.stores.base.ItemStore.items_state`
     of the user is the same: ``context()`` reads the profile on every call, and reading
-    10,000 items took 1.5 s of a 1.6 s context call (docs/benchmarks.md, P20)."""
+    10,000 items took 1.5 s of a 1.6 s context call (docs/benchmarks.md)."""
 
     def __init__(self, store: _ProfileBackend, keep: int = 1024) -> None:
         self.store = store

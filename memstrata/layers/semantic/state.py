@@ -1,4 +1,4 @@
-"""The state model: which stored fact a new statement updates (R3.5, R3.11).
+"""The state model: which stored fact a new statement updates.
 
 A durable fact has a subject (the user, or a person in their life), a slot (what it is
 about), a value and the time from which it holds; what replaced it is the item that

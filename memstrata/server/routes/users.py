@@ -88,7 +88,7 @@ def search(user_id: UserId, body: s.SearchIn, who: CurrentPrincipal, svc: Svc) -
 
 @router.post("/search/explain", response_model=s.ExplainOut, tags=["memory"], name="users.explain")
 def explain(user_id: UserId, body: s.SearchIn, who: CurrentPrincipal, svc: Svc) -> dict[str, Any]:
-    """Search, with both candidate lists and the analysed query (R5.6)."""
+    """Search, with both candidate lists and the analysed query: why each hit ranks where it does."""
     return who.user(svc, user_id, write=False).explain(_search_request(body)).to_dict()
 
 

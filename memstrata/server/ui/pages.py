@@ -302,7 +302,7 @@ def search(user_id: str, ui: Page, q: str = "", k: int = 10, budget: int = 2000,
 
 
 def _explain(handle: Any, request: SearchRequest) -> Any:
-    """``handle.explain(request)`` without counting the hits as accessed (R5.7): looking
+    """``handle.explain(request)`` without counting the hits as accessed (no access statistics): looking
     at the hit list is not the agent recalling them."""
     m = handle.parts
     request = request.checked(m.max_message_chars)
@@ -310,7 +310,7 @@ def _explain(handle: Any, request: SearchRequest) -> Any:
 
 
 def _why(hit_id: str, report: dict[str, Any]) -> dict[str, str]:
-    """Why a hit would (not) enter the context (R5.6): kept, dropped with its reason, or
+    """Why a hit would (not) enter the context: kept, dropped with its reason, or
     not recalled at all."""
     if hit_id in report["kept_ids"]:
         return {"verdict": "kept", "reason": "why_kept"}

@@ -123,7 +123,7 @@ CREATE TABLE index_log (
     ("0011_p9_pg_idempotency", "\n" + _SHARED["idempotency_keys"] + """;
 CREATE SEQUENCE scope_log_epochs START 1
 """),
-    # the embedding cache is keyed by (tenant, user, text) since P17, so that a cache hit
+    # the embedding cache is keyed by (tenant, user, text) from this migration on, so a cache hit
     # times nobody else's text: the shared entries written before are dropped (a forget
     # computes partitioned keys and would never find them); every indexed document keeps
     # its own vector, so nothing is re-embedded but what is written or searched again

@@ -80,7 +80,7 @@ CREATE TABLE llm_usage (
 );
 CREATE INDEX llm_usage_scope ON llm_usage (namespace, user_id, at)
 """),
-    # P13: the index's change log (every index write appends the row ids it wrote, so a
+    # the index's change log (every index write appends the row ids it wrote, so a
     # process applies exactly what others wrote since its last look); per document what
     # an in-process index loads — its term record and int8 vector — in a table of its
     # own, so loading a user reads neither texts nor float32 vectors (the setup step
@@ -123,7 +123,7 @@ CREATE INDEX audit_log_tenant ON audit_log (tenant, seq);
     # request and the ids of its messages — so a retry returns that instead of storing
     # the messages again; forgotten with the user (and with the messages it names)
     ("0011_p9_idempotency", "\n" + _SHARED["idempotency_keys"] + "\n"),
-    # the embedding cache is keyed by (tenant, user, text) since P17, so that a cache hit
+    # the embedding cache is keyed by (tenant, user, text) from this migration on, so a cache hit
     # times nobody else's text: the shared entries written before are dropped (a forget
     # computes partitioned keys and would never find them); every indexed document keeps
     # its own vector, so nothing is re-embedded but what is written or searched again
