@@ -43,7 +43,7 @@ RANKS: dict[str, float] = {
     "memstrata.layers.working": 7.0,
     "memstrata.layers.episodic": 7.1,
     "memstrata.layers.semantic": 7.2,
-    "memstrata.knowledge": 7.25,  # the knowledge base (R4): beside the memory layers
+    "memstrata.knowledge": 7.25,  # the knowledge base: beside the memory layers
     "memstrata.layers.context": 7.3,
     "memstrata.jobs": 8,
     "memstrata.usage": 8,

@@ -1,4 +1,4 @@
-"""``memstrata bench chaos`` in small (issue P18): the service on PostgreSQL + a private
+"""``memstrata bench chaos`` in small: the service on PostgreSQL + a private
 redis-server under a few clients for ~10 s, Redis restarted empty once and the service
 SIGKILLed and restarted once. Correctness only: every acknowledged add is read back and
 exported, no forgotten word comes back. (The 32-client, 2-minute run: docs/benchmarks.md.)

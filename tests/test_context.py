@@ -1,4 +1,4 @@
-"""Context assembly (R6): always API-valid, always within budget, memory quoted as data.
+"""Context assembly: always API-valid, always within budget, memory quoted as data.
 
 Property-based over random conversations with interleaved (and broken) tool calls, and
 end to end through ``Memory.context`` on a real SQLite file.

@@ -1,8 +1,8 @@
-"""Issue 17: a write path that follows the conversation — the bilingual scenario suite,
+"""A write path that follows the conversation — the bilingual scenario suite,
 through the public API on the real default embedder (multilingual-e5-small) and a real
-SQLite file, asserting final state and history. One case per bullet of the issue's
-"Why" and "What to build"; the pure parts (clauses, numbers, dates, forget requests,
-grounding) are tested as functions at the end.
+SQLite file, asserting final state and history. One case per promise of the write
+path; the pure parts (clauses, numbers, dates, forget requests, grounding) are tested
+as functions at the end.
 """
 
 from __future__ import annotations

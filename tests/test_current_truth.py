@@ -1,4 +1,4 @@
-"""Current truth (issue P15), through the public API with default settings and no LLM
+"""Current truth, through the public API with default settings and no LLM
 (the default embedder, multilingual-e5-small): a user mentions a change of their life in
 passing, then asks about now or makes a request in a later session. The memory must
 know what is true now, rank it above the turns that stated the old value, and show an

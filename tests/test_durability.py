@@ -1,4 +1,4 @@
-"""The ``durability`` setting (issue P18 §2): what a commit survives.
+"""The ``durability`` setting: what a commit survives.
 
 ``full`` (the default): SQLite syncs the WAL at every commit (``synchronous=FULL``), and
 PostgreSQL commits wait for their WAL flush (``synchronous_commit=on``) even on a

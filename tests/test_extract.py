@@ -26,7 +26,7 @@ def slots(text: str):
 
 
 def test_a_single_user_turn_is_read_at_once():
-    # issue 17: no statement waits for a reply before it is remembered
+    # no statement waits for a reply before it is remembered
     assert [c.value for c in extract([msg("user", "I use Java", "m1")])] == ["Java"]
     assert extract([msg("system", "be nice", "s")]) == ()
     assert extract([msg("user", "I use Java", "m1")], min_messages=2) == ()

@@ -1,4 +1,4 @@
-"""Forgetting is linearisable with the background jobs (issue P17 §2).
+"""Forgetting is linearisable with the background jobs.
 
 A session's turns are forgotten with the items extracted from them (what ``DELETE
 /v1/users/{u}/sessions/{s}/messages?items=true`` and the inspector's session forget run)

@@ -1,4 +1,4 @@
-"""The per-user handle, and the regressions the architecture step fixed (P6)."""
+"""The per-user handle, and the regressions the architecture step fixed."""
 
 from __future__ import annotations
 

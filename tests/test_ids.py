@@ -1,4 +1,4 @@
-"""One rule for a valid id (issue P17 §4), the same at every entrance, and every id it
+"""One rule for a valid id, the same at every entrance, and every id it
 accepts reachable by every route and page.
 
 For each generated id (valid or not, by :func:`memstrata.types.check_id`, the library's

@@ -1,4 +1,4 @@
-"""Every public call of the library refuses odd values with a ValidationError (issue P18 §4).
+"""Every public call of the library refuses odd values with a ValidationError.
 
 Each call of :class:`memstrata.Memory`, :class:`memstrata.UserMemory` (sessions, context,
 items, profile, search) and the knowledge base (:class:`memstrata.Knowledge`) is made with

@@ -175,7 +175,7 @@ def test_scenarios_survive_a_garbage_llm(server, script) -> None:
 
 
 def test_the_assistants_self_introduction_is_never_a_user_fact(server, script) -> None:
-    # issue 17: the response SmolLM2 gave for this window, recorded; the user's turn shares
+    # the response SmolLM2 gave for this window, recorded; the user's turn shares
     # "Lin" and "name" with the item, the assistant's turn says it
     script["extract"] = [(200, _items(
         {"kind": "fact", "content": "User's name is Lin", "subject": "user", "value": "Lin",

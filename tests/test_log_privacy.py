@@ -1,4 +1,4 @@
-"""Logs carry no memory content at INFO, and no credentials at any level (issue P17 §3).
+"""Logs carry no memory content at INFO, and no credentials at any level.
 
 A whole service session — turns added, searches, context, the memory proxy, MCP, the
 inspector's pages and search, a profile edit, forgetting an item and the user — runs with

@@ -1,4 +1,4 @@
-"""The memory proxy passes through what it cannot read (issue P18 §3).
+"""The memory proxy passes through what it cannot read.
 
 A real local HTTP upstream (a stdlib server on a free port) answers each call with what
 hypothesis draws — completions with odd types, not JSON, JSON nested 5,000 deep, any

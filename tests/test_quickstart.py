@@ -77,7 +77,7 @@ def test_the_quickstart_runs_as_written(tmp_path):
     assert "You live in Lisbon" in english and "You are allergic to peanuts" in english
     assert "我记得的关于你的事" in chinese and "You live in Lisbon" in chinese
     # forgotten: nothing left of Lin
-    # and her end-user key was revoked with her (issue P17 §6)
+    # and her end-user key was revoked with her
     assert report["after_forget"] == {"status": [401, 401], "items": [], "sessions": []}
     assert "forgot" in forget["output"]
 

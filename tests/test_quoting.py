@@ -1,4 +1,4 @@
-"""Prompt hygiene (R6.4): one quoting function for every memory-derived text, and
+"""Prompt hygiene: one quoting function for every memory-derived text, and
 ``context()`` proving that an injected "system: ignore previous instructions" — in a
 profile field, a session summary, a memory item, a knowledge-base chunk, a stored
 system turn — arrives quoted, inside the data block, on one line, in both languages."""

@@ -1,4 +1,4 @@
-"""Conversation-grade recall (issue 15), through the public API on the real default
+"""Conversation-grade recall, through the public API on the real default
 embedder (multilingual-e5-small): what an agent loop gets back from search() and
 context() after ordinary user/assistant chats, in English and Chinese."""
 

@@ -1,4 +1,4 @@
-"""The rerank seam (R5.3) against a real HTTP server in this process: the /rerank formats
+"""The rerank seam against a real HTTP server in this process: the /rerank formats
 of llama.cpp/vLLM/Jina and TEI, an LLM as reranker over the chat seam, and search()
 reordering its best hits with it. The server scores by shared words, so the order it
 gives is known."""

@@ -1,4 +1,4 @@
-"""Items read as people write (P15 §2): the offline extractor's restatements of real user
+"""Items read as people write: the offline extractor's restatements of real user
 turns — 300 English and 150 Chinese, from the development splits of MADial-Bench and
 LongMemEval (tests/data/restatement_clauses.json says where from) — contain no fragment,
 doubled subject or broken verb, as :func:`memstrata.bench.updates.ill_formed` reads them.

@@ -1,5 +1,4 @@
-"""Forgetting a user revokes their end-user keys; a refused MCP mutation is audited
-(issue P17 §6)."""
+"""Forgetting a user revokes their end-user keys; a refused MCP mutation is audited."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bilingual L3 scenario suite (issue 3): multi-session conversations through the
+"""The bilingual L3 scenario suite: multi-session conversations through the
 public API on the real default embedder (multilingual-e5-small), asserting the final
 memory state. Extraction runs in the background worker; ``flush()`` waits for it.
 """

@@ -1,4 +1,4 @@
-"""The main store is the record of every turn, whatever the session store (issue P18).
+"""The main store is the record of every turn, whatever the session store.
 
 A real ``redis-server`` (and a real 3-node Redis Cluster) without persistence, started
 here on free ports, is killed and restarted empty while sessions are open: every
@@ -129,7 +129,7 @@ def test_the_worker_sweeps_idle_sessions_on_every_backend(redis: Redis, tmp_path
 
 
 def test_turns_an_earlier_version_held_in_redis_are_handed_to_the_store(tmp_path) -> None:
-    """Before P18 a Redis session held its turns until archived (``:meta``/``:log``
+    """In earlier versions a Redis session held its turns until archived (``:meta``/``:log``
     keys); opening the store hands them to the main store once and drops those keys."""
     import redis as redis_py
 

@@ -1,4 +1,4 @@
-"""No cache shared across tenants that a timing can read (issue P17 §1).
+"""No cache shared across tenants that a timing can read.
 
 The attack: with the default embedder (e5) a text already in the embedding cache costs a
 few milliseconds instead of tens, so a key that may write could test guesses against

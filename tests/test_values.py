@@ -1,4 +1,4 @@
-"""Calibration of cross-language value equality and "is a kind of" (issue 17) on the
+"""Calibration of cross-language value equality and "is a kind of" on the
 real default embedder: the pairs the thresholds in memstrata/layers/semantic/values.py
 were set on. A translation may be missed (a duplicate stays); a non-translation must
 never pass (two different facts would be merged)."""
