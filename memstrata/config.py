@@ -142,6 +142,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query_cache", 1024, int,
             "Query vectors kept in memory by query text, least recently used out first "
             "(a repeated query skips the embedding); 0 = embed every query", low=0, high=1_000_000),
+    Setting("background_wait_ms", 500.0, float,
+            "Longest a background job step waits for the requests in flight (requests go "
+            "first; a job step runs at least this often under load); 0 = jobs never wait",
+            low=0.0, high=60_000.0),
     Setting("index_memory_mb", 512.0, float,
             "Memory a store's in-process search index may hold, all users together "
             "(least recently searched users are dropped first and reloaded when searched)",
@@ -307,6 +311,7 @@ class Settings:
     query_turns: int = 8
     embed_batch: int = 32
     query_cache: int = 1024
+    background_wait_ms: float = 500.0
     index_memory_mb: float = 512.0
     sessions: str = ""
     summary_every: int = 10

@@ -28,9 +28,9 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from .assembly import ContextBuilder, ContextSettings
 from .by_user import ByUserId
@@ -53,6 +53,7 @@ from .providers.embedders import Embedder, parse_embedder
 from .providers.llm import LLM, parse_provider
 from .providers.rerank import parse_reranker
 from .providers.metered import MeteredLLM
+from .priority import Foreground
 from .retrieval.indexer import Indexer, cache_key, embed_uncached, turn_dense_texts
 from .retrieval.search import Retriever
 from .retrieval.settings import RetrieverSettings
@@ -68,6 +69,7 @@ from .user import AddResult, Parts, UserMemory
 __all__ = ["Memory", "AddResult", "UserMemory"]
 
 log = logging.getLogger("memstrata")
+_Work = TypeVar("_Work")
 
 
 _DEBUG_NOTICE = threading.Event()
@@ -134,6 +136,8 @@ class Memory(ByUserId):
                                    compact_wait_s=s.compact_wait_s, erase_within_s=s.erase_within_s)
         if self.llm is not None:
             self.session_manager.summariser = LLMSummariser(self.llm)
+        # requests before jobs: a job waits (boundedly) while a request is in flight
+        self.foreground = Foreground(max_wait_s=s.background_wait_ms / 1000)
         self.turns = TurnWriter(self.store, self.session_manager, self.indexer, self.embedder,
                                 TurnSettings.from_settings(s, summary_jobs=self.llm is not None),
                                 wake=self.wake_worker, replied=self.knowledge_base.replied)
@@ -144,19 +148,18 @@ class Memory(ByUserId):
                                     ContextSettings.from_settings(s)),
             retriever=self.retriever, forgetter=self.forgetter, profiles=self.profiles,
             knowledge_base=self.knowledge_base, session_manager=self.session_manager,
+            foreground=self.foreground,
             maintain=lambda scopes, now, background: self.maintain_scopes(scopes, now,
                                                                            background=background))
         self.pipeline = Pipeline(self.store, self.embedder, self.retriever, self.writer,
                                  self.forgetter, self.profiles, config,
                                  extractor=LLMExtractor(self.llm) if self.llm is not None else None)
-        self.worker = Worker(self.store, {JobKind.EXTRACT: self.pipeline.run_extract,
-                                          JobKind.MAINTAIN: self.pipeline.run_maintain,
-                                          JobKind.PROFILE: self.pipeline.run_profile,
-                                          JobKind.SUMMARISE: self._run_summary,
-                                          JobKind.CONSOLIDATE: Consolidator(
-                                              self.pipeline, self.session_manager.sessions).run},
+        handlers = {JobKind.EXTRACT: self.pipeline.run_extract, JobKind.MAINTAIN: self.pipeline.run_maintain,
+                    JobKind.PROFILE: self.pipeline.run_profile, JobKind.SUMMARISE: self._run_summary,
+                    JobKind.CONSOLIDATE: Consolidator(self.pipeline, self.session_manager.sessions).run}
+        self.worker = Worker(self.store, {kind: self._in_background(run) for kind, run in handlers.items()},
                              lease_s=s.job_lease_s, max_attempts=s.job_max_attempts,
-                             prepare=self._prepare_jobs)
+                             prepare=self._in_background(self._prepare_jobs))
         if s.session_sweep_minutes > 0:
             self.worker.periodic.append(Periodic("the idle-session sweep", s.session_sweep_minutes * 60,
                                                  self._sweep))
@@ -168,6 +171,16 @@ class Memory(ByUserId):
                 self.store.list_jobs(statuses=UNFINISHED, limit=1) or self.store.get_meta(ERASE_DUE)
                 or (s.session_sweep_minutes > 0 and self.store.idle_sessions(utcnow(), limit=1))):
             self.worker.start()  # resume what a previous process left pending, sweep open sessions
+
+    def _in_background(self, run: Callable[[_Work], None]) -> Callable[[_Work], None]:
+        """``run`` (a job handler, or the preparing of queued jobs) as background work:
+        it starts once no request is in flight (or ``background_wait_ms`` passed), and
+        its yield points give way to requests (:mod:`memstrata.priority`)."""
+        def background(work: _Work) -> None:
+            with self.foreground.background():
+                self.foreground.pause()
+                run(work)
+        return background
 
     def _prepare_jobs(self, jobs: list[Job]) -> None:
         """Embed what queued extraction jobs will embed, together, ``embed_batch`` texts
@@ -182,6 +195,7 @@ class Memory(ByUserId):
         for job in jobs:
             if job.kind != JobKind.EXTRACT:
                 continue
+            self.foreground.pause()  # reading turns and running the rules: Python, the GIL
             scope = job.scope
             if scope not in seen:
                 seen[scope] = self.forgetter.epoch(scope)  # before reading a turn
@@ -204,7 +218,8 @@ class Memory(ByUserId):
                 pass
 
         batch = self.settings.embed_batch
-        done = embed_uncached(self.store, self.embedder, texts, batch=batch, keep=keep)
+        polite = self.foreground.polite(self.embedder)
+        done = embed_uncached(self.store, polite, texts, batch=batch, keep=keep)
         # a slot text is often the statement itself, whose probe vector is in the cache now
         every: list[tuple[Scope, str]] = []
         for scope, wanted in slots.items():
@@ -216,7 +231,7 @@ class Memory(ByUserId):
             every += [(scope, t) for t, k in zip(wanted, keys) if k not in cached]
         for start in range(0, len(every), batch):
             chunk = every[start:start + batch]
-            vectors = self.embedder.embed([t for _, t in chunk], kind="passage")
+            vectors = polite.embed([t for _, t in chunk], kind="passage")
             for scope in dict.fromkeys(s for s, _ in chunk):
                 self._keep_slots(scope, seen[scope], [t for s, t in chunk if s == scope],
                                  [v for (s, _), v in zip(chunk, vectors) if s == scope])

@@ -20,6 +20,7 @@ from .layers.semantic.forget import Forgetter
 from .layers.semantic.items import ItemWriter
 from .layers.semantic.pipeline import MaintenanceReport
 from .layers.semantic.profiles import Profiles
+from .priority import Foreground
 from .retrieval.search import Retriever
 from .stores.base import Store
 from .types import Scope
@@ -43,5 +44,7 @@ class Parts:
     profiles: Profiles
     knowledge_base: KnowledgeBase
     session_manager: SessionManager
+    #: requests in flight, which background jobs wait for (:mod:`memstrata.priority`)
+    foreground: Foreground
     #: ``maintain(scopes, now, background)``: decay, capacity and the profile snapshot
     maintain: Callable[[Sequence[Scope], "datetime | None", bool], MaintenanceReport]

@@ -17,9 +17,10 @@ take ``user_id`` and ``agent_id`` (:mod:`memstrata.by_user`) delegate here.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .checks import check_count
 from .knowledge import Knowledge
@@ -50,6 +51,19 @@ SURFACE = ("add", "messages", "sessions", "session", "remember", "get", "list", 
 LOCAL_ONLY = ("import_conversation", "enqueue_extraction", "maintain", "reindex")
 
 
+_Call = TypeVar("_Call", bound=Callable[..., Any])
+
+
+def _request(method: _Call) -> _Call:
+    """A call that answers a caller: counted in flight, so background jobs wait for it
+    (:mod:`memstrata.priority`)."""
+    @functools.wraps(method)
+    def call(self: "UserMemory", *args: Any, **kwargs: Any) -> Any:
+        with self.parts.foreground.request():
+            return method(self, *args, **kwargs)
+    return call  # type: ignore[return-value]
+
+
 class UserMemory:
     """One user's memory in one namespace. Get one with :meth:`memstrata.Memory.user`."""
 
@@ -76,6 +90,7 @@ class UserMemory:
         return Knowledge(self.parts.knowledge_base, self.scope.namespace, self.scope.user_id)
 
     # -- raw turns (layers/episodic/turns.py: TurnWriter) ------------------------------
+    @_request
     def add(self, messages: Any, session_id: str = "default", *, index: bool = True,
             extract: bool | None = None, idempotency_key: str | None = None) -> AddResult:
         """Store chat messages in a session's log and index them.
@@ -216,6 +231,7 @@ class UserMemory:
         return self.parts.store.profile_versions(self.scope)
 
     # -- retrieval (retrieval/search.py: Retriever) ------------------------------------
+    @_request
     def search(self, query: "str | SearchRequest", **options: Any) -> builtins.list[SearchHit]:
         """Hybrid search over the user's raw turns and memory items; best first.
 
@@ -226,6 +242,7 @@ class UserMemory:
         layer weight and the scoring preset."""
         return self._search(SearchRequest.build(query, **options), explain=False).hits
 
+    @_request
     def explain(self, query: "str | SearchRequest", **options: Any) -> SearchResult:
         """Like :meth:`search`, but also returns both candidate lists."""
         return self._search(SearchRequest.build(query, **options), explain=True)
@@ -252,6 +269,7 @@ class UserMemory:
         return Resume(state.session_id if state else None, state.summary if state else None,
                       tuple(t.content for t in todos))
 
+    @_request
     def context(self, session_id: "str | ContextRequest" = "default", messages: Any = None,
                 **options: Any) -> ContextResult:
         """The messages to send for the next LLM call, within ``budget`` tokens.

@@ -36,6 +36,7 @@ RANKS: dict[str, float] = {
     "memstrata.tokens": 3,
     "memstrata.providers": 3,
     "memstrata.prompts": 4,
+    "memstrata.priority": 4,  # requests before background work: threads and the embedder seam only
     "memstrata.stores": 5,
     "memstrata.sessions": 6,
     "memstrata.retrieval": 6,

@@ -17,7 +17,8 @@ def test_all_is_explicit_and_importable():
     modules = {"errors", "types", "memory", "config", "retrieval", "stores", "providers", "layers",
                "tokens", "prompts", "cli", "bench", "sessions", "jobs", "text", "user",
                "requests", "usage", "server", "client", "aio", "integrations",
-               "knowledge", "quoting", "compat", "ids", "checks", "assembly", "parts", "by_user"}
+               "knowledge", "quoting", "compat", "ids", "checks", "assembly", "parts", "by_user",
+               "priority"}
     assert public - set(memstrata.__all__) - modules == set()
 
 

@@ -8,12 +8,16 @@ short conversation. Then ``--clients`` concurrent clients each make ``--requests
 calls, a fixed mix of search (50%), add (30%) and context (20%) on random users:
 first as threads calling ``UserMemory`` in this process, then as asyncio tasks calling
 a ``memstrata serve`` subprocess over HTTP with an API key. Each call is timed from
-send to the last byte; errors are counted, never retried.
+send to the last byte; errors are counted, never retried. After each number of clients
+the bench waits until the service has run every job the calls queued and reports how
+many were left when the calls ended and how long they took (a service that puts its
+requests first leaves more behind), so each run starts with an empty queue.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import re
@@ -36,6 +40,8 @@ from tqdm import tqdm
 
 from ..memory import Memory
 from ..server.keys import Keys
+from ..stores import open_store
+from ..stores.policy import UNFINISHED
 from ..types import Scope
 from .latency import _bulk_items, synthetic_texts
 
@@ -157,6 +163,21 @@ def _seed(memory: Memory, users: int, items: int, progress: bool) -> None:
              {"role": "assistant", "content": "How did the migration go?"}], "bench", extract=False)
 
 
+def _drain(url: str, timeout_s: float = 600.0) -> dict[str, Any]:
+    """Wait until the service has run every job the calls queued: how many were left
+    when the calls ended and how long they took (a service that puts its requests
+    first leaves more behind). Each run then starts with no job queued."""
+    store = open_store(url)
+    try:
+        left = len(store.list_jobs(statuses=UNFINISHED, limit=100_000))
+        started = time.perf_counter()
+        while store.list_jobs(statuses=UNFINISHED, limit=1) and time.perf_counter() - started < timeout_s:
+            time.sleep(0.2)
+        return {"jobs_left": left, "drain_s": round(time.perf_counter() - started, 2)}
+    finally:
+        store.close()
+
+
 def stop_process(proc: "subprocess.Popen[str]", wait_s: float = 60.0) -> None:
     """Stop a service started by :func:`serve_process`: SIGTERM (it finishes what it is
     doing), SIGKILL after ``wait_s``."""
@@ -207,10 +228,12 @@ def serve_process(config: Path, env: dict[str, str],
 
 def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, clients: list[int],
                requests: int, users: int, items: int, progress: bool, tmp: Path,
-               in_process: bool = True) -> list[dict[str, Any]]:
+               in_process: bool = True, extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One run per number of clients on one seeded store: in process (unless not
-    ``in_process``), then over HTTP to one ``memstrata serve`` subprocess."""
+    ``in_process``), then over HTTP to one ``memstrata serve`` subprocess; ``extra``
+    memory settings for both."""
     settings: dict[str, Any] = {"sessions": sessions} if sessions else {}
+    settings.update(extra or {})
     with Memory(url, embedder=embedder, worker="off", **settings) as memory:
         _seed(memory, users, items, progress)
         embedder_name = memory.embedder.name
@@ -223,7 +246,7 @@ def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, cli
             memory.flush()
         token = Keys(memory.store).create(TENANT, "app", rate_limit=0, name="bench").token
     config = tmp / f"{label}.toml"
-    memory_table = "".join(f'{k} = "{v}"\n' for k, v in
+    memory_table = "".join(f'{k} = {json.dumps(v)}\n' for k, v in
                            {"store": url, "embedder": embedder_name, **settings}.items())
     config.write_text(f"[server]\nport = 0\nrate_limit = 0\nlog_format = \"text\"\nmcp = false\n\n"
                       f"[memory]\n{memory_table}")
@@ -232,8 +255,10 @@ def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, cli
     remote: dict[int, dict[str, Any]] = {}
     try:
         asyncio.run(_over_http(base, token, _plan(max(clients), 1, users, seed=5)))  # warm the server
+        _drain(url)
         for count in clients:
             remote[count] = asyncio.run(_over_http(base, token, _plan(count, requests, users)))
+            remote[count].update(_drain(url))
     finally:
         stop_process(proc)
     return [{"store": label, "url": url.split("@")[-1], "clients": count,
@@ -244,14 +269,14 @@ def _one_store(label: str, url: str, sessions: str, *, embedder: str | None, cli
 def run_serve_bench(*, clients: "int | list[int]" = 32, requests: int = 20, users: int = 4,
                     items: int = 10_000, embedder: str | None = None, postgres: str | None = None,
                     redis: str | None = "redis://127.0.0.1:6379/0", progress: bool = True,
-                    in_process: bool = True) -> dict[str, Any]:
+                    in_process: bool = True, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The benchmark on a temporary SQLite file and, with ``postgres`` (a URL of an empty
     database), on PostgreSQL with Redis sessions; ``clients`` a number or several (each
     on the same seeded store, in one run: service time beside queueing)."""
     counts = [clients] if isinstance(clients, int) else list(clients)
     report: dict[str, Any] = {"benchmark": "serve", "clients": counts[0] if len(counts) == 1 else counts,
                               "requests_per_client": requests,
-                              "users": users, "items_per_user": items,
+                              "users": users, "items_per_user": items, "settings": settings or {},
                               "mix": {op: w / sum(w for _, w in MIX) for op, w in MIX},
                               "load_average": list(os.getloadavg()), "runs": []}
     with tempfile.TemporaryDirectory(prefix="memstrata-bench-serve-") as tmp:
@@ -263,7 +288,8 @@ def run_serve_bench(*, clients: "int | list[int]" = 32, requests: int = 20, user
         for label, url, sessions in tqdm(targets, desc="stores", disable=not progress, leave=False):
             report["runs"] += _one_store(label, url, sessions, embedder=embedder, clients=counts,
                                          requests=requests, users=users, items=items,
-                                         progress=progress, tmp=root, in_process=in_process)
+                                         progress=progress, tmp=root, in_process=in_process,
+                                         extra=settings)
     report["load_average_after"] = list(os.getloadavg())
     return report
 
@@ -289,5 +315,7 @@ def render(report: dict[str, Any]) -> str:
     for run in report["runs"]:
         modes = [f"{mode.replace('_', '-')} {run[mode]['throughput_rps']} calls/s"
                  for mode in ("in_process", "http") if run[mode] is not None]
+        if "jobs_left" in run["http"]:
+            modes.append(f"{run['http']['jobs_left']} job(s) left, run in {run['http']['drain_s']} s")
         lines.append(f"{run['store']}, {run['clients']} client(s): {', '.join(modes)}")
     return "\n".join(lines)

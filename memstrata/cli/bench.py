@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -258,6 +259,20 @@ def _counts(value: str) -> list[int]:
     return counts
 
 
+def _settings(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``SETTING=VALUE`` pairs; a value that reads as JSON (a number, true) is that."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"{pair!r}: use SETTING=VALUE, e.g. background_wait_ms=0")
+        try:
+            out[name.strip()] = json.loads(value)
+        except ValueError:
+            out[name.strip()] = value.strip()
+    return out
+
+
 @bench.command()
 @click.option("--clients", default="32", show_default=True,
               help="Concurrent clients; several (1,4,32) run one after another on the same "
@@ -273,10 +288,13 @@ def _counts(value: str) -> list[int]:
               help="Redis for the sessions of the PostgreSQL run.")
 @click.option("--in-process/--http-only", default=True, show_default=True,
               help="Also make the calls in process (threads calling UserMemory).")
+@click.option("--set", "memory_settings", multiple=True, metavar="SETTING=VALUE",
+              help="A memory setting for the service and the in-process calls "
+                   "(e.g. background_wait_ms=0); repeatable.")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False))
 @handle_errors
 def serve(clients, requests, users, items, embedder, compare_postgres, redis, in_process,
-          json_out) -> None:
+          memory_settings, json_out) -> None:
     """The HTTP service under concurrent load (mixed add/search/context): p50/p95/p99 and
     errors per operation, over HTTP and in process, on SQLite (and PostgreSQL + Redis)."""
     from contextlib import ExitStack
@@ -288,7 +306,7 @@ def serve(clients, requests, users, items, embedder, compare_postgres, redis, in
         pg = stack.enter_context(temporary_postgres()) if compare_postgres else None
         report = run_serve_bench(clients=_counts(clients), requests=requests, users=users,
                                  items=items, embedder=embedder, postgres=pg, redis=redis,
-                                 in_process=in_process)
+                                 in_process=in_process, settings=_settings(memory_settings))
     click.echo(render(report))
     write_json(report, json_out)
 

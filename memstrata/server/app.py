@@ -130,7 +130,8 @@ def create_app(memory: Memory | None = None, settings: ServerSettings | None = N
     install_errors(app)
     install_docs(app)  # /docs and /redoc from packaged assets, nothing from a CDN
     _mount(app, svc, routers, mcp_server)
-    app.add_middleware(ServiceMiddleware, metrics=svc.metrics, admin=svc.memory.store)
+    app.add_middleware(ServiceMiddleware, metrics=svc.metrics, admin=svc.memory.store,
+                       foreground=svc.memory.foreground)
     return app
 
 

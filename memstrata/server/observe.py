@@ -28,6 +28,8 @@ from .metrics import Metrics
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope as AsgiScope, Send
 
+    from ..priority import Foreground
+
 __all__ = ["ServiceMiddleware", "JsonFormatter", "Repeats", "READ_POSTS"]
 
 log = logging.getLogger("memstrata.server")
@@ -97,10 +99,12 @@ def _header(scope: "AsgiScope", name: bytes) -> str | None:
 class ServiceMiddleware:
     """Request id, access log, metrics and audit for every HTTP request."""
 
-    def __init__(self, app: "ASGIApp", *, metrics: Metrics, admin: AdminStore) -> None:
+    def __init__(self, app: "ASGIApp", *, metrics: Metrics, admin: AdminStore,
+                 foreground: "Foreground | None" = None) -> None:
         self.app = app
         self.metrics = metrics
         self.admin = admin
+        self.foreground = foreground  # background jobs wait while a request is in flight
 
     async def __call__(self, scope: "AsgiScope", receive: "Receive", send: "Send") -> None:
         if scope["type"] != "http":
@@ -112,6 +116,8 @@ class ServiceMiddleware:
         started = time.perf_counter()
         status = 500
         self.metrics.in_flight.inc()
+        if self.foreground is not None:
+            self.foreground.enter()
 
         async def send_with_id(message: "Message") -> None:
             nonlocal status
@@ -132,6 +138,8 @@ class ServiceMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             self.metrics.in_flight.dec()
+            if self.foreground is not None:
+                self.foreground.leave()
             elapsed = time.perf_counter() - started
             await self._finish(scope, status, elapsed, request_id)
 

@@ -67,22 +67,37 @@ class Profiles:
     The aggregation of a user's items is kept in memory (``keep`` users, least recently
     used out first) while the store's :meth:`~memstrata.stores.base.ItemStore.items_state`
     of the user is the same: ``context()`` reads the profile on every call, and reading
-    10,000 items took 1.5 s of a 1.6 s context call (docs/benchmarks.md)."""
+    10,000 items took 1.5 s of a 1.6 s context call (docs/benchmarks.md). One
+    aggregation of a user runs at a time: concurrent calls after a change wait for it
+    and read what it kept, instead of each reading every item again."""
 
     def __init__(self, store: _ProfileBackend, keep: int = 1024) -> None:
         self.store = store
         self.keep = keep
         self._aggregated: OrderedDict[Scope, tuple[tuple[int, int, int], Profile]] = OrderedDict()
         self._lock = threading.Lock()
+        self._building = [threading.Lock() for _ in range(64)]  # by user, striped
+
+    def _kept(self, scope: Scope, state: tuple[int, int, int]) -> Profile | None:
+        with self._lock:
+            kept = self._aggregated.get(scope)
+            if kept is None or kept[0] != state:
+                return None
+            self._aggregated.move_to_end(scope)
+            return kept[1]
 
     def _base(self, scope: Scope) -> Profile:
         """The profile aggregated from the user's items, from memory while they are unchanged."""
         state = self.store.items_state(scope)  # read before the items: a write after it is seen next time
-        with self._lock:
-            kept = self._aggregated.get(scope)
-            if kept is not None and kept[0] == state:
-                self._aggregated.move_to_end(scope)
-                return kept[1]
+        if (kept := self._kept(scope, state)) is not None:
+            return kept
+        with self._building[hash(scope) % len(self._building)]:
+            state = self.store.items_state(scope)
+            if (kept := self._kept(scope, state)) is not None:  # another call just aggregated
+                return kept
+            return self._aggregate(scope, state)
+
+    def _aggregate(self, scope: Scope, state: tuple[int, int, int]) -> Profile:
         base = aggregate(self.store.list_items(scope, Filters(), limit=10**6))
         with self._lock:
             self._aggregated[scope] = (state, base)
