@@ -32,7 +32,7 @@ from .documents import (RESTATES_TAG, SOURCE_TAG, asks_about_assistant, build_qu
 from .fusion import Candidate, Fused, fuse
 from .indexer import cache_partition
 from .rank import feature_matrix
-from .scoring import final_score, get_preset
+from .scoring import ScoringPreset, final_score, get_preset
 from .settings import RetrieverSettings
 from .request import MODES, Mode, SearchRequest
 from .units import (ROLES, Unit, is_weak, merge_units, own_words, reply_to, role_of,
@@ -109,6 +109,61 @@ def _admits(filters: Filters, info: DocInfo) -> bool:
 
 def _best_first(scores: dict[str, float]) -> list[Candidate]:
     return sorted(scores.items(), key=lambda c: (-c[1], c[0]))
+
+
+def _one_per_doc(per_question: list[list[Fused]]) -> list[Fused]:
+    """Every candidate once, as its best question ranked it, best first. Each question of
+    a compound query counts as much as the best-matched one: its best candidate is raised
+    to that one's similarity, the rest in proportion."""
+    best: dict[str, Fused] = {}
+    top = max((f[0].similarity for f in per_question if f), default=0.0)
+    for fused in per_question:
+        lift = top / fused[0].similarity if len(per_question) > 1 and fused and \
+            fused[0].similarity > 0 else 1.0
+        for f in fused:
+            if lift != 1.0:
+                f = replace(f, similarity=min(1.0, f.similarity * lift))
+            if f.id not in best or f.order_key > best[f.id].order_key:
+                best[f.id] = f
+    return sorted(best.values(), key=lambda f: (-f.order_key, f.id))
+
+
+def _hits(merged: list[Unit], parts_of: dict[str, ScoreParts], reranked: dict[str, float],
+          min_score: float, k: int, stop_at_k: bool) -> tuple[list[SearchHit], dict[str, float]]:
+    """The units as hits, each with its score parts, and the value that ordered each;
+    the first ``k`` when ``stop_at_k`` (else all: a later pass reorders them)."""
+    hits = []
+    orders: dict[str, float] = {}
+    for unit in merged:
+        if unit.score < min_score:
+            continue
+        orders[unit.id] = unit.order
+        parts = parts_of[unit.parts_id]
+        if unit.weight != parts.role_weight or unit.id in reranked:
+            parts = replace(parts, role_weight=unit.weight, rerank=reranked.get(unit.id))
+        since = unit.info.stale_since
+        hits.append(SearchHit(id=unit.id, layer=unit.info.layer, text=unit.text, score=unit.score,
+                              parts=parts, created_at=unit.info.created_at,
+                              session_id=unit.info.session_id,
+                              kind=Kind(unit.info.kind) if unit.info.kind else None,
+                              role=unit.role, merged_ids=unit.merged,
+                              stale_since=datetime.fromtimestamp(since, UTC) if since else None))
+        if len(hits) == k and stop_at_k:
+            break
+    return hits, orders
+
+
+@dataclass(slots=True)
+class _Gathered:
+    """The candidate lists of every question of a search — ``(lexical query, fused,
+    lexical, dense, ids only expansion found)`` —, each candidate's best lexical and
+    dense score over all of them, and the documents read while gathering them."""
+
+    lists: list[tuple[str, list[Fused], list[Candidate], list[Candidate], set[str]]] = field(
+        default_factory=list)
+    lexical_all: dict[str, float] = field(default_factory=dict)
+    dense_all: dict[str, float] = field(default_factory=dict)
+    known: dict[str, DocInfo] = field(default_factory=dict)  # the documents read on the way
 
 
 class Retriever:
@@ -285,61 +340,93 @@ class Retriever:
         limit = max(self.settings.candidates, k) * (2 if roles else 1)
         expansion = self.settings.expansion_weight if expansion is None else expansion
         split = self.settings.split_questions if split is None else split
-        # bounded work whatever the caller sends: the query is cut, and the questions
-        # past the cap are searched as one (cost grows with the number of parts)
+        query, recent, questions = self._questions(query, recent, split)
+        vectors = self._question_vectors(scope, questions, recent, mode, query_vector)
+        found = self._gather(scope, questions, vectors, recent, filters, limit, mode, expansion)
+        fused = _one_per_doc([fused for _, fused, _, _, _ in found.lists])
+        infos, marks, replacing = self._mark_stale(scope, self._read_infos(scope, fused, found.known))
+        if collect is not None:  # the learned ranker's features (memstrata bench train-ranker)
+            matrix, owners = feature_matrix(found.lists, infos, query, self._named_speaker(
+                query, infos.values(), always=True))
+            collect.extend((doc_id, row.tolist()) for (doc_id, _), row in zip(owners, matrix))
+        merged, parts_of = self._units(scope, query, fused, infos, now, scoring, roles)
+        merged, reranked = self._rerank(scope, query, [u for u in merged if u.score >= min_score])
+        hits, orders = _hits(merged, parts_of, reranked, min_score, k, stop_at_k=not marks)
+        if marks:  # the final pass: stale evidence never outranks current truth
+            hits, orders = self._current_truth(scope, hits, orders, infos, replacing, filters, query, k)
+        hits, orders = self._latest(hits, orders, infos, query, k)
+        self._log(scope, query, mode, questions, found, fused, merged, hits)
+        if touch:
+            items = [h.id for h in hits if h.layer is Layer.SEMANTIC]
+            if items:
+                self.store.touch_items(scope, items, now)
+        lexical_all, dense_all = (found.lexical_all, found.dense_all) if explain else ({}, {})
+        return SearchResult(hits, _best_first(lexical_all), _best_first(dense_all),
+                            " | ".join(q for q, *_ in found.lists), orders)
+
+    def _questions(self, query: str, recent: Sequence[str],
+                   split: bool) -> tuple[str, tuple[str, ...], list[str]]:
+        """The query and the recent turns cut to ``max_query_chars``, and the query's
+        questions: bounded work whatever the caller sends (the questions past
+        ``max_query_parts`` are searched as one; cost grows with the number of parts)."""
         query = query[:self.settings.max_query_chars]
         recent = tuple(r[-self.settings.max_query_chars:] for r in recent)
         questions = split_question(query) if split else [query]
         cap = self.settings.max_query_parts
         if len(questions) > cap:
             questions = [*questions[:cap - 1], " ".join(questions[cap - 1:])]
-        vectors: list[np.ndarray | None] = [query_vector]
-        if len(questions) > 1:
-            vectors = [None] * len(questions)
-            if mode != "lexical":
-                texts = [build_query(q, recent, self.settings.query_turns)[1] for q in questions]
-                vectors = list(self.queries.embed(texts, cache_partition(scope)))
-        best: dict[str, Fused] = {}
-        lexical_all: dict[str, float] = {}
-        dense_all: dict[str, float] = {}
-        lexical_queries = []
-        per_question = []
-        lists: list[tuple[str, list[Fused], list[Candidate], list[Candidate], set[str]]] = []
-        known: dict[str, DocInfo] = {}
+        return query, recent, questions
+
+    def _question_vectors(self, scope: Scope, questions: list[str], recent: Sequence[str],
+                          mode: Mode, query_vector: np.ndarray | None) -> list[np.ndarray | None]:
+        """The caller's ``query_vector`` for a single question; each question of a compound
+        query embedded with the recent turns (none for a lexical search)."""
+        if len(questions) <= 1:
+            return [query_vector]
+        if mode == "lexical":
+            return [None] * len(questions)
+        texts = [build_query(q, recent, self.settings.query_turns)[1] for q in questions]
+        return list(self.queries.embed(texts, cache_partition(scope)))
+
+    def _gather(self, scope: Scope, questions: list[str], vectors: list[np.ndarray | None],
+                recent: Sequence[str], filters: Filters, limit: int, mode: Mode,
+                expansion: float) -> "_Gathered":
+        """Every question's candidate lists, under one index refresh."""
+        out = _Gathered()
         with self.store.one_search(scope):  # the index brought up to date once for all lists
             for question, vector in zip(questions, vectors):
                 fused, lexical, dense, lexical_query, expanded = self._candidates(
-                    scope, question, recent, filters, limit, mode, vector, expansion, known)
-                lexical_queries.append(lexical_query)
-                per_question.append(fused)
-                lists.append((lexical_query, fused, lexical, dense, expanded))
-                for pool, found in ((lexical_all, lexical), (dense_all, dense)):
+                    scope, question, recent, filters, limit, mode, vector, expansion, out.known)
+                out.lists.append((lexical_query, fused, lexical, dense, expanded))
+                for pool, found in ((out.lexical_all, lexical), (out.dense_all, dense)):
                     for d, s in found:
                         pool[d] = max(s, pool.get(d, s))
-        # each question of a compound query counts as much as the best-matched one: its
-        # best candidate is raised to that one's similarity, the rest in proportion
-        top = max((f[0].similarity for f in per_question if f), default=0.0)
-        for fused in per_question:
-            lift = top / fused[0].similarity if len(per_question) > 1 and fused and \
-                fused[0].similarity > 0 else 1.0
-            for f in fused:
-                if lift != 1.0:
-                    f = replace(f, similarity=min(1.0, f.similarity * lift))
-                if f.id not in best or f.order_key > best[f.id].order_key:
-                    best[f.id] = f
-        fused = sorted(best.values(), key=lambda f: (-f.order_key, f.id))
+        return out
+
+    def _read_infos(self, scope: Scope, fused: list[Fused],
+                    known: dict[str, DocInfo]) -> dict[str, DocInfo]:
+        """The candidates' documents in their fused order: those read while gathering the
+        lists, the others now."""
         missing = sorted({f.id for f in fused} - known.keys())
         infos = {**known, **(self.store.doc_info(scope, missing) if missing else {})}
-        infos = {f.id: infos[f.id] for f in fused if f.id in infos}
+        return {f.id: infos[f.id] for f in fused if f.id in infos}
+
+    def _mark_stale(self, scope: Scope, infos: dict[str, DocInfo],
+                    ) -> tuple[dict[str, DocInfo], dict[str, Stale], dict[str, DocInfo]]:
+        """``infos`` with the candidates that describe a past state marked, the marks, and
+        the index documents of the items that replaced them."""
         marks, replacing = self._stale(scope, infos)
         if marks:
             infos = {i: replace(info, stale_since=marks[i].since.timestamp(),
                                 replaced_by=marks[i].replaced_by) if i in marks else info
                      for i, info in infos.items()}
-        if collect is not None:  # the learned ranker's features (memstrata bench train-ranker)
-            matrix, owners = feature_matrix(lists, infos, query, self._named_speaker(
-                query, infos.values(), always=True))
-            collect.extend((doc_id, row.tolist()) for (doc_id, _), row in zip(owners, matrix))
+        return infos, marks, replacing
+
+    def _units(self, scope: Scope, query: str, fused: list[Fused], infos: dict[str, DocInfo],
+               now: datetime, scoring: ScoringPreset,
+               roles: tuple[str, ...]) -> tuple[list[Unit], dict[str, ScoreParts]]:
+        """The candidates scored and merged into units (:mod:`.units`): an acknowledgement
+        with the turn it answers, an item in the slot of its turn; each one's score parts."""
         answered_ids = {r for r in (reply_to(i) for i in infos.values()) if r}
         missing = sorted(answered_ids - infos.keys())
         answered = {**{i: infos[i] for i in answered_ids if i in infos},
@@ -372,7 +459,11 @@ class Retriever:
         merged = merge_units(units, answered, {i: weigh(a) for i, a in answered.items()},
                              {i: is_weak(a, query, about_assistant=about_assistant)
                               for i, a in answered.items()}, roles, self._sources(scope, infos))
-        merged = [u for u in merged if u.score >= min_score]
+        return merged, parts_of
+
+    def _rerank(self, scope: Scope, query: str, merged: list[Unit]) -> tuple[list[Unit], dict[str, float]]:
+        """The head of the list reordered by the reranker, when one is set and may run now,
+        and its scores."""
         reranked: dict[str, float] = {}
         if self.reranker is not None and self.settings.rerank_k > 0 and len(merged) > 1:
             head = merged[:self.settings.rerank_k]
@@ -381,61 +472,47 @@ class Retriever:
                 reranked = {u.id: float(x) for u, x in zip(head, scores)}
                 head = sorted(head, key=lambda u: -reranked[u.id])
                 merged = head + merged[len(head):]
-        hits = []
-        orders: dict[str, float] = {}
-        for unit in merged:
-            if unit.score < min_score:
-                continue
-            orders[unit.id] = unit.order
-            parts = parts_of[unit.parts_id]
-            if unit.weight != parts.role_weight or unit.id in reranked:
-                parts = replace(parts, role_weight=unit.weight, rerank=reranked.get(unit.id))
-            since = unit.info.stale_since
-            hits.append(SearchHit(id=unit.id, layer=unit.info.layer, text=unit.text, score=unit.score,
-                                  parts=parts, created_at=unit.info.created_at,
-                                  session_id=unit.info.session_id,
-                                  kind=Kind(unit.info.kind) if unit.info.kind else None,
-                                  role=unit.role, merged_ids=unit.merged,
-                                  stale_since=datetime.fromtimestamp(since, UTC) if since else None))
-            if len(hits) == k and not marks:
-                break
-        if marks:  # the final pass: stale evidence never outranks current truth
-            current = {h.id: self._current_hit(scope, h, replacing[r]) for h in hits
-                       if (r := infos[h.id].replaced_by if h.id in infos else None) in replacing
-                       and _admits(filters, replacing[r])}
-            hits = current_first(hits, current, past=asks_about_past(query))[:k]
-            orders = {h.id: orders.get(h.id, h.score) for h in hits}
-        # the latest statement wins (:func:`.currency.latest_first`) for a question about the
-        # present — not for one naming a speaker of a transcript between people ("What is
-        # Caroline reading?", "What do Jon and Gina both like?" ask what they said);
-        if self.settings.latest_ratio and asks_about_now(query) \
-                and not _speakers_named(query, infos.values()):
-            said = {h.id for h in hits if _said_by_user(infos.get(h.id), h)}
-            placed = latest_first(hits[:k], ratio=self.settings.latest_ratio, among=said)
-            # and what a later change replaced is marked as a former state, to be shown so
-            placed = earlier_states(placed, ratio=self.settings.latest_ratio, among=said,
-                                    texts={h.id: infos[h.id].text for h in placed if h.id in infos},
-                                    query=query)
-            # each place keeps its score and its order value, whichever hit now stands there
-            orders = {new.id: orders.get(old.id, old.score) for old, new in zip(hits, placed)}
-            hits = placed
+        return merged, reranked
+
+    def _current_truth(self, scope: Scope, hits: list[SearchHit], orders: dict[str, float],
+                       infos: dict[str, DocInfo], replacing: dict[str, DocInfo], filters: Filters,
+                       query: str, k: int) -> tuple[list[SearchHit], dict[str, float]]:
+        """Each stale hit's current fact above it (:func:`.currency.current_first`)."""
+        current = {h.id: self._current_hit(scope, h, replacing[r]) for h in hits
+                   if (r := infos[h.id].replaced_by if h.id in infos else None) in replacing
+                   and _admits(filters, replacing[r])}
+        hits = current_first(hits, current, past=asks_about_past(query))[:k]
+        return hits, {h.id: orders.get(h.id, h.score) for h in hits}
+
+    def _latest(self, hits: list[SearchHit], orders: dict[str, float], infos: dict[str, DocInfo],
+                query: str, k: int) -> tuple[list[SearchHit], dict[str, float]]:
+        """The latest statement wins (:func:`.currency.latest_first`) for a question about
+        the present — not for one naming a speaker of a transcript between people ("What
+        is Caroline reading?", "What do Jon and Gina both like?" ask what they said); and
+        what a later change replaced is marked as a former state, to be shown so."""
+        if not (self.settings.latest_ratio and asks_about_now(query)
+                and not _speakers_named(query, infos.values())):
+            return hits, orders
+        said = {h.id for h in hits if _said_by_user(infos.get(h.id), h)}
+        placed = latest_first(hits[:k], ratio=self.settings.latest_ratio, among=said)
+        placed = earlier_states(placed, ratio=self.settings.latest_ratio, among=said,
+                                texts={h.id: infos[h.id].text for h in placed if h.id in infos},
+                                query=query)
+        # each place keeps its score and its order value, whichever hit now stands there
+        return placed, {new.id: orders.get(old.id, old.score) for old, new in zip(hits, placed)}
+
+    @staticmethod
+    def _log(scope: Scope, query: str, mode: Mode, questions: list[str], found: "_Gathered",
+             fused: list[Fused], merged: list[Unit], hits: list[SearchHit]) -> None:
         if log.isEnabledFor(logging.DEBUG):  # DEBUG may quote memory (and says so at start)
             log.debug("search %r for %r (%s, %d question(s)): %d lexical + %d dense candidates "
                       "-> %d fused -> %d units -> top %d%s", query[:80], scope.user_id, mode,
-                      len(questions), len(lexical_all), len(dense_all), len(fused), len(merged),
-                      len(hits),
+                      len(questions), len(found.lexical_all), len(found.dense_all), len(fused),
+                      len(merged), len(hits),
                       "".join(f"\n  {h.score:.3f} [{h.layer.value}] {h.text[:70]}" for h in hits[:5]))
         elif log.isEnabledFor(logging.INFO):  # ids, counts and scores: never a word of memory
             log.info("search for %r (%s, %d question(s), %d characters): %d lexical + %d dense "
                      "candidates -> %d fused -> %d units -> top %d%s", scope.user_id, mode,
-                     len(questions), len(query), len(lexical_all), len(dense_all), len(fused),
-                     len(merged), len(hits),
+                     len(questions), len(query), len(found.lexical_all), len(found.dense_all),
+                     len(fused), len(merged), len(hits),
                      "".join(f"\n  {h.score:.3f} [{h.layer.value}] {h.id}" for h in hits[:5]))
-        if touch:
-            items = [h.id for h in hits if h.layer is Layer.SEMANTIC]
-            if items:
-                self.store.touch_items(scope, items, now)
-        if not explain:
-            lexical_all, dense_all = {}, {}
-        return SearchResult(hits, _best_first(lexical_all), _best_first(dense_all),
-                            " | ".join(lexical_queries), orders)
