@@ -197,18 +197,11 @@ def exchange_text(first: DocInfo, second: DocInfo) -> str:
     return f"[{_label(first)}] {first.text} [{_label(second)}] {second.text}"
 
 
-def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
-                weight_of: "Mapping[str, float]", weak_of: "Mapping[str, bool]",
-                roles: Collection[str] = (), sources: Mapping[str, DocInfo] | None = None,
-                ) -> list[Unit]:
-    """Exchanges, items over their source turns and the roles filter; best first, weak
-    units after the matching strong ones.
-
-    ``answered`` holds the DocInfo of every turn a low-information unit answers;
-    ``weight_of`` and ``weak_of`` the role weight and weakness of each of those turns
-    (the exchange takes them). ``sources`` holds the source turns of restating items
-    that are not candidates themselves (:func:`own_words`).
-    """
+def _exchanges(units: Sequence[Unit], answered: Mapping[str, DocInfo],
+               weight_of: "Mapping[str, float]", weak_of: "Mapping[str, bool]") -> dict[str, Unit]:
+    """The units by id, a low-information one joined to the turn it answers (the
+    exchange takes that turn's id, weight and weakness); two units of one id keep the
+    better-ordered one, with both one's merged ids."""
     by_id: dict[str, Unit] = {}
     for unit in units:
         target = reply_to(unit.info)
@@ -227,6 +220,22 @@ def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
         text = best.text if best.merged or not other.merged else other.text
         merged = tuple(dict.fromkeys(best.merged + other.merged))
         by_id[unit.id] = replace(best, text=text, merged=merged)
+    return by_id
+
+
+def merge_units(units: Sequence[Unit], answered: Mapping[str, DocInfo],
+                weight_of: "Mapping[str, float]", weak_of: "Mapping[str, bool]",
+                roles: Collection[str] = (), sources: Mapping[str, DocInfo] | None = None,
+                ) -> list[Unit]:
+    """Exchanges, items over their source turns and the roles filter; best first, weak
+    units after the matching strong ones.
+
+    ``answered`` holds the DocInfo of every turn a low-information unit answers;
+    ``weight_of`` and ``weak_of`` the role weight and weakness of each of those turns
+    (the exchange takes them). ``sources`` holds the source turns of restating items
+    that are not candidates themselves (:func:`own_words`).
+    """
+    by_id = _exchanges(units, answered, weight_of, weak_of)
     _in_own_words(by_id, sources or {})
     # items over the turns they were extracted from
     owner: dict[str, str] = {}
