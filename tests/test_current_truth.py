@@ -387,3 +387,18 @@ def test_an_item_a_person_corrected_is_not_shown_in_the_old_words(e5):
     texts = [h.text for h in e5.search("Where do I live?", user)]
     assert any("Shanghai" in t for t in texts) and not any("Hangzhou" in t for t in texts
                                                            if "[user]" not in t), texts
+
+
+def test_a_chinese_change_of_an_english_fact_labels_it_in_the_prompt(e5):
+    """The write path does not link "早餐不吃麦片了" to "User usually has cereal for
+    breakfast"; the question does (one value, news of a change). Once a Chinese question
+    scored the English item at all, it entered the prompt unlabelled: the hit's similarity
+    was its turn's (about 0) though its score was the item's, so it did not compete."""
+    user = "cross-change"
+    said, changed = datetime(2026, 6, 2, 9, tzinfo=UTC), datetime(2026, 8, 1, 9, tzinfo=UTC)
+    say(e5, user, "s1", "I usually have cereal for breakfast.", "Got it.", at=said)
+    say(e5, user, "s2", "早餐不吃麦片了，改成吃鸡蛋了。", "好的。", at=changed)
+    block = memories_block(e5.context(user, "s3", [{"role": "user", "content": "我早餐吃什么？"}]))
+    assert "鸡蛋" in block, block
+    # labelled in the language of the line it labels
+    assert all("until 2026-08" in line for line in block.splitlines() if "cereal" in line), block

@@ -221,6 +221,10 @@ def _turn(text: str, role: str = "user") -> DocInfo:
     ("User no longer eats or drinks coffee",
      "Long week. I quit coffee; it's green tea every morning. Anyway, any book tips?",
      "[user] I quit coffee; it's green tea every morning."),
+    # a title's dot ends no sentence
+    ("User went to the new dentist",
+     "went to the new dentist, Dr. Sato, since Brennan retired. she was so gentle",
+     "[user] went to the new dentist, Dr. Sato, since Brennan retired."),
     # an item that restates nothing of the turn is left as it is
     ("User has a cat", "We adopted a dog last week.", None),
 ])

@@ -141,6 +141,8 @@ def _hits(merged: list[Unit], parts_of: dict[str, ScoreParts], reranked: dict[st
         parts = parts_of[unit.parts_id]
         if unit.weight != parts.role_weight or unit.id in reranked:
             parts = replace(parts, role_weight=unit.weight, rerank=reranked.get(unit.id))
+        if unit.similarity > parts.similarity:  # an item over its turn: the better of the two
+            parts = replace(parts, similarity=unit.similarity)
         since = unit.info.stale_since
         hits.append(SearchHit(id=unit.id, layer=unit.info.layer, text=unit.text, score=unit.score,
                               parts=parts, created_at=unit.info.created_at,

@@ -57,8 +57,8 @@ MATCHING = 0.05
 COVERS = 0.6
 
 # sentence ends in either language; not ";" or commas: "I quit coffee; it's green tea
-# every morning" is one thought
-_SENTENCE_END = re.compile(r"(?<=[。！？!?\n])|(?<=[.…])\s+")
+# every morning" is one thought; nor the dot of a title ("the new dentist, Dr. Sato, …")
+_SENTENCE_END = re.compile(r"(?<=[。！？!?\n])|(?<=[.…])(?<!\b[A-Z][a-z]\.)(?<!\bMrs\.)\s+")
 
 
 @dataclass(frozen=True, slots=True)
