@@ -24,16 +24,31 @@ by a request does not wait for itself.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .providers.embedders import Embedder, TextKind
 
-__all__ = ["Foreground", "PoliteEmbedder"]
+__all__ = ["Foreground", "PoliteEmbedder", "answers_caller"]
+
+_Call = TypeVar("_Call", bound=Callable[..., Any])
+
+
+def answers_caller(method: _Call) -> _Call:
+    """A method that answers a caller, counted in flight while it runs so that background
+    jobs wait for it; its object holds the :class:`Foreground` as ``parts.foreground``
+    (a user's handle)."""
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.parts.foreground.request():
+            return method(self, *args, **kwargs)
+    return call  # type: ignore[return-value]
 
 
 class Foreground:

@@ -17,10 +17,9 @@ take ``user_id`` and ``agent_id`` (:mod:`memstrata.by_user`) delegate here.
 from __future__ import annotations
 
 import builtins
-import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from .checks import check_count
 from .knowledge import Knowledge
@@ -31,6 +30,7 @@ from .layers.semantic.forget import ForgetReport
 from .layers.semantic.pipeline import MaintenanceReport
 from .layers.semantic.profile import Profile
 from .parts import Parts
+from .priority import answers_caller as _request
 from .requests import ContextRequest, SearchRequest
 from .retrieval.search import SearchResult
 from .sessions import SessionState
@@ -50,18 +50,6 @@ SURFACE = ("add", "messages", "sessions", "session", "remember", "get", "list", 
 #: Per-user methods only the in-process faces have (bulk and maintenance work).
 LOCAL_ONLY = ("import_conversation", "enqueue_extraction", "maintain", "reindex")
 
-
-_Call = TypeVar("_Call", bound=Callable[..., Any])
-
-
-def _request(method: _Call) -> _Call:
-    """A call that answers a caller: counted in flight, so background jobs wait for it
-    (:mod:`memstrata.priority`)."""
-    @functools.wraps(method)
-    def call(self: "UserMemory", *args: Any, **kwargs: Any) -> Any:
-        with self.parts.foreground.request():
-            return method(self, *args, **kwargs)
-    return call  # type: ignore[return-value]
 
 
 class UserMemory:
@@ -256,18 +244,11 @@ class UserMemory:
     def archive_session(self, session_id: str = "default") -> SessionState:
         """Close and archive a session now (a last summary step first); its summary and
         messages stay, but it no longer feeds new prompts until written to again."""
-        session_id = check_id(session_id, "session_id")
-        state, handed = self.parts.session_manager.archive(self.scope, session_id)
-        if state.exists:  # a session never written (or forgotten) has nothing to consolidate
-            self.parts.turns.archived(self.scope, session_id, handed)
-        return state
+        return self.parts.turns.archive(self.scope, check_id(session_id, "session_id"))
 
     def resume(self, *, exclude_session: str | None = None) -> Resume:
         """Where the user left off: the latest other session's summary, the open todos."""
-        state = self.parts.session_manager.resume(self.scope, exclude=exclude_session)
-        todos = self.list(filters={"kinds": ["todo"], "statuses": ["active"]}, limit=20)
-        return Resume(state.session_id if state else None, state.summary if state else None,
-                      tuple(t.content for t in todos))
+        return self.parts.turns.resume(self.scope, exclude=exclude_session)
 
     @_request
     def context(self, session_id: "str | ContextRequest" = "default", messages: Any = None,

@@ -40,7 +40,8 @@ from ...stores.jobs import ConsolidatePayload, ExtractPayload, JobKind, Summaris
 from ...stores.policy import UNFINISHED
 from ...types import Filters, Message, Role, Scope, Status, check_id, utcnow
 from ...providers.embedders import Embedder
-from .sessions import SessionManager
+from ...sessions.base import SessionState
+from .sessions import Resume, SessionManager
 
 __all__ = ["TurnWriter", "TurnSettings", "AddResult", "add_fingerprint", "parse_messages"]
 
@@ -375,6 +376,23 @@ class TurnWriter:
         job = self.enqueue_extract(scope, session_id, from_seq, last[-1].seq)
         self.wake()
         return job
+
+    def archive(self, scope: Scope, session_id: str) -> SessionState:
+        """Close and archive a session now (a last summary step first), then what follows
+        an archive (:meth:`archived`); a session never written (or forgotten) has nothing
+        to consolidate."""
+        state, handed = self.sessions.archive(scope, session_id)
+        if state.exists:
+            self.archived(scope, session_id, handed)
+        return state
+
+    def resume(self, scope: Scope, *, exclude: str | None = None) -> Resume:
+        """Where the user left off: the latest other session's summary, the open todos."""
+        state = self.sessions.resume(scope, exclude=exclude)
+        todos = self.store.list_items(scope, Filters.build({"kinds": ["todo"], "statuses": ["active"]}),
+                                      limit=20)
+        return Resume(state.session_id if state else None, state.summary if state else None,
+                      tuple(t.content for t in todos))
 
     def archived(self, scope: Scope, session_id: str, handed: list[Message]) -> None:
         """After an archive: index what a session store handed to the main store only now
