@@ -235,9 +235,12 @@ def test_forget_my_work_forgets_the_facts_and_the_turns(e5, fact, forget, ask, w
     assert not any(w in i.content for i in active(e5, user) for w in words)
 
 
+@pytest.mark.xfail(strict=True, reason="a Chinese question reads an English memory's cosine on the "
+                   "Chinese band; a band per direction scored unrelated English memories too "
+                   "(docs/retrieval.md)")
 def test_a_chinese_question_finds_a_fact_stated_in_english(e5):
-    """A Chinese question of an English memory scored 0.00: its cosine was read on the
-    Chinese band; each direction between the languages has its own band now."""
+    """A Chinese question of an English memory scores 0.00: its cosine is read on the
+    Chinese band."""
     user = "cross"
     say(e5, user, "s1", "I live in Hangzhou.", at=OLD)
     hits = e5.search("我住在哪里？", user)
@@ -389,16 +392,13 @@ def test_an_item_a_person_corrected_is_not_shown_in_the_old_words(e5):
                                                            if "[user]" not in t), texts
 
 
-def test_a_chinese_change_of_an_english_fact_labels_it_in_the_prompt(e5):
-    """The write path does not link "早餐不吃麦片了" to "User usually has cereal for
-    breakfast"; the question does (one value, news of a change). Once a Chinese question
-    scored the English item at all, it entered the prompt unlabelled: the hit's similarity
-    was its turn's (about 0) though its score was the item's, so it did not compete."""
-    user = "cross-change"
-    said, changed = datetime(2026, 6, 2, 9, tzinfo=UTC), datetime(2026, 8, 1, 9, tzinfo=UTC)
-    say(e5, user, "s1", "I usually have cereal for breakfast.", "Got it.", at=said)
-    say(e5, user, "s2", "早餐不吃麦片了，改成吃鸡蛋了。", "好的。", at=changed)
-    block = memories_block(e5.context(user, "s3", [{"role": "user", "content": "我早餐吃什么？"}]))
-    assert "鸡蛋" in block, block
-    # labelled in the language of the line it labels
-    assert all("until 2026-08" in line for line in block.splitlines() if "cereal" in line), block
+def test_an_unrelated_memory_in_the_other_language_does_not_compete(e5):
+    """`memstrata demo`: with the cross-language band starting one deviation above the
+    centre, "User uses Go" scored 0.16 for "护照的事情", took part in the latest-statement
+    pass as a statement of the same slot and, said later, went first."""
+    user = "cross-unrelated"
+    say(e5, user, "s1", "提醒我下周三之前续签护照。", "好的。", at=OLD)
+    say(e5, user, "s2", "Update: I switched from Java to Go last week, for the routing service.",
+        "Got it.", at=NEW)
+    hits = e5.search("护照的事情", user)
+    assert hits and "护照" in hits[0].text, [(h.score, h.text) for h in hits]

@@ -21,15 +21,6 @@ one standard deviation (five in six unrelated pairs score under 0.05), ``high`` 
 plus six (far above any unrelated pair: e5 puts a question and
 its answer at about 0.4–0.7 on this scale). Linear, so near-ties stay near-ties; fixed,
 so ``min_score`` works.
-
-A question and a memory in different languages ("我住在哪里？" of "I live in Hangzhou") sit
-lower still: e5 puts a Chinese question and an unrelated English answer at 0.738 ± 0.024,
-and the related ones at 0.79–0.84 — under the start of the Chinese band, so a Chinese
-question scored every English memory 0.00. Each direction has its own band
-(:meth:`Calibration.band` with the document's text), fitted on the questions of one
-language against the answers of the other; there the same topic occurs in both lists
-(the two languages' pairs share a few), so the unrelated distribution is taken robustly
-(median, and the median absolute deviation scaled to a standard deviation).
 """
 
 from __future__ import annotations
@@ -105,31 +96,18 @@ class Band:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """One embedder's bands: for Chinese queries and for the others, of documents in the
-    query's language; ``cjk_latin`` and ``latin_cjk`` for a Chinese query of a document
-    in another language and the other way round."""
+    """One embedder's bands: for Chinese queries and for the others."""
 
     latin: Band
     cjk: Band
-    cjk_latin: Band
-    latin_cjk: Band
 
-    def band(self, query: str, document: str | None = None) -> Band:
-        """The band for a query in its language, of a document in its own (None: the
-        query's)."""
-        q = is_cjk_text(query)
-        d = q if document is None else is_cjk_text(document)
-        if q:
-            return self.cjk if d else self.cjk_latin
-        return self.latin_cjk if d else self.latin
+    def band(self, query: str) -> Band:
+        """The band for a query in its language."""
+        return self.cjk if is_cjk_text(query) else self.latin
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         return {name: {"low": round(b.low, 4), "high": round(b.high, 4)}
-                for name, b in self._named()}
-
-    def _named(self) -> tuple[tuple[str, Band], ...]:
-        return (("latin", self.latin), ("cjk", self.cjk), ("cjk_latin", self.cjk_latin),
-                ("latin_cjk", self.latin_cjk))
+                for name, b in (("latin", self.latin), ("cjk", self.cjk))}
 
 
 #: Where the band starts and ends, in standard deviations of the unrelated cosines above
@@ -143,23 +121,13 @@ def _band(cos: np.ndarray) -> Band:
     return Band(mean + LOW_Z * std, mean + HIGH_Z * std)
 
 
-def _cross_band(cos: np.ndarray) -> Band:
-    """The band of questions of one language against answers of the other: all of them,
-    a few on a shared topic among them, so the centre and spread are robust ones."""
-    values = cos.ravel()
-    centre = float(np.median(values))
-    spread = max(1.4826 * float(np.median(np.abs(values - centre))), 1e-3)
-    return Band(centre + LOW_Z * spread, centre + HIGH_Z * spread)
-
-
 def fit(embedder: Embedder) -> Calibration:
     """Measure ``embedder``'s bands on :data:`PAIRS` (2 × 24 texts, one batch each)."""
     questions = embedder.embed([q for q, _ in PAIRS], kind="query")
     answers = embedder.embed([a for _, a in PAIRS], kind="passage")
     cos = np.asarray(questions @ answers.T, dtype=np.float64)
     cjk = np.array([is_cjk_text(q) for q, _ in PAIRS])
-    return Calibration(_band(cos[~cjk][:, ~cjk]), _band(cos[cjk][:, cjk]),
-                       _cross_band(cos[cjk][:, ~cjk]), _cross_band(cos[~cjk][:, cjk]))
+    return Calibration(_band(cos[~cjk][:, ~cjk]), _band(cos[cjk][:, cjk]))
 
 
 _fitted: dict[str, Calibration] = {}
@@ -170,15 +138,15 @@ log = logging.getLogger("memstrata")
 def _meta_key(embedder: Embedder) -> str:
     """The store ``meta`` key of an embedder's bands; it names the pairs and the band
     rule too, so changing either refits instead of reading stale bands."""
-    recipe = json.dumps([PAIRS, LOW_Z, HIGH_Z, "cross"], ensure_ascii=False).encode("utf-8")
+    recipe = json.dumps([PAIRS, LOW_Z, HIGH_Z], ensure_ascii=False).encode("utf-8")
     return f"calibration:{embedder.name}:{hashlib.sha256(recipe).hexdigest()[:12]}"
 
 
 def _from_meta(text: str) -> Calibration | None:
     try:
         data = json.loads(text)
-        return Calibration(*(Band(float(data[name][0]), float(data[name][1]))
-                             for name in ("latin", "cjk", "cjk_latin", "latin_cjk")))
+        return Calibration(Band(float(data["latin"][0]), float(data["latin"][1])),
+                           Band(float(data["cjk"][0]), float(data["cjk"][1])))
     except (ValueError, KeyError, TypeError, IndexError):
         return None
 
@@ -206,7 +174,8 @@ def calibration_for(embedder: Embedder, meta: MetaStore | None = None) -> Calibr
             if found is None:
                 found = _fitted[embedder.name] = fit(embedder)
     if meta is not None:
-        value = json.dumps({name: [band.low, band.high] for name, band in found._named()})
+        value = json.dumps({"latin": [found.latin.low, found.latin.high],
+                            "cjk": [found.cjk.low, found.cjk.high]})
         try:
             meta.set_meta(key, value)
         except MemstrataError as exc:

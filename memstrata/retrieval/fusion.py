@@ -22,7 +22,7 @@ Pure functions over ranked ``(id, raw_score)`` lists. Two methods:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
@@ -100,13 +100,9 @@ def _saturated(candidates: Sequence[Candidate], k: float) -> dict[str, float]:
 def weighted(dense: Sequence[Candidate], lexical: Sequence[Candidate], *,
              dense_weight: float = 0.5, lexical_weight: float = 0.5,
              dense_map: Callable[[float], float] | None = None,
-             lexical_saturation: float | None = None,
-             doc_maps: Mapping[str, Callable[[float], float]] | None = None) -> list[Fused]:
-    """Weighted mean of the two parts; a list that misses a doc gives it 0. ``doc_maps``:
-    a document's own cosine map in place of ``dense_map`` (one in another language)."""
-    maps = doc_maps or {}
-    d_norm = ({d: maps.get(d, dense_map)(s) for d, s in dense} if dense_map is not None
-              else _minmax(dense))
+             lexical_saturation: float | None = None) -> list[Fused]:
+    """Weighted mean of the two parts; a list that misses a doc gives it 0."""
+    d_norm = ({d: dense_map(s) for d, s in dense} if dense_map is not None else _minmax(dense))
     l_norm = (_saturated(lexical, lexical_saturation) if lexical_saturation
               else _by_max(lexical))
     d_ranks, l_ranks = _ranks(dense), _ranks(lexical)
@@ -137,13 +133,11 @@ def weighted(dense: Sequence[Candidate], lexical: Sequence[Candidate], *,
 def fuse(dense: Sequence[Candidate], lexical: Sequence[Candidate], *, method: str = "weighted",
          dense_weight: float = 0.5, lexical_weight: float = 0.5, rrf_k: int = 60,
          dense_map: Callable[[float], float] | None = None,
-         lexical_saturation: float | None = None,
-         doc_maps: Mapping[str, Callable[[float], float]] | None = None) -> list[Fused]:
+         lexical_saturation: float | None = None) -> list[Fused]:
     """Fuse two ranked candidate lists with ``method`` ('weighted' or 'rrf')."""
     if method == "rrf":
         return rrf(dense, lexical, dense_weight=dense_weight, lexical_weight=lexical_weight, k=rrf_k)
     if method == "weighted":
         return weighted(dense, lexical, dense_weight=dense_weight, lexical_weight=lexical_weight,
-                        dense_map=dense_map, lexical_saturation=lexical_saturation,
-                        doc_maps=doc_maps)
+                        dense_map=dense_map, lexical_saturation=lexical_saturation)
     raise ConfigError(f"unknown fusion method {method!r}; use one of {', '.join(FUSION_METHODS)}")

@@ -24,7 +24,7 @@ from ..providers.rerank import Reranker
 from ..stores.base import DocInfo, ItemStore, MetaStore, SearchIndex
 from ..text import analyze
 from ..types import Filters, Kind, Layer, Scope, ScoreParts, SearchHit, Status, utcnow
-from .calibration import Band, Calibration, calibration_for
+from .calibration import Calibration, calibration_for
 from .currency import (Stale, asks_about_now, asks_about_past, current_first, earlier_states, latest_first,
                        stale_marks)
 from .documents import (RESTATES_TAG, SOURCE_TAG, asks_about_assistant, build_query, is_question,
@@ -158,14 +158,13 @@ def _hits(merged: list[Unit], parts_of: dict[str, ScoreParts], reranked: dict[st
 @dataclass(slots=True)
 class _Gathered:
     """The candidate lists of every question of a search — ``(lexical query, fused,
-    lexical, dense, ids only expansion found)`` —, each candidate's best lexical and
-    dense score over all of them, and the documents read while gathering them."""
+    lexical, dense, ids only expansion found)`` — and each candidate's best lexical and
+    dense score over all of them."""
 
     lists: list[tuple[str, list[Fused], list[Candidate], list[Candidate], set[str]]] = field(
         default_factory=list)
     lexical_all: dict[str, float] = field(default_factory=dict)
     dense_all: dict[str, float] = field(default_factory=dict)
-    known: dict[str, DocInfo] = field(default_factory=dict)  # the documents read on the way
 
 
 class Retriever:
@@ -191,11 +190,9 @@ class Retriever:
 
     def _candidates(self, scope: Scope, query: str, recent: Sequence[str], filters: Filters,
                     limit: int, mode: Mode, vector: np.ndarray | None, expansion: float,
-                    known: dict[str, DocInfo],
                     ) -> tuple[list[Fused], list[Candidate], list[Candidate], str, set[str]]:
         """Fused candidates for one question: ``(fused, lexical, dense, lexical_query,
-        expanded)`` (``expanded``: the ids only query expansion found); ``known`` collects
-        the documents read on the way."""
+        expanded)`` (``expanded``: the ids only query expansion found)."""
         lexical_query, dense_text = build_query(query, recent, self.settings.query_turns)
         lexical: list[Candidate] = []
         if mode != "dense":
@@ -205,52 +202,31 @@ class Retriever:
             if vector is None:
                 vector = self.queries.embed([dense_text], cache_partition(scope))[0]
             dense = self.store.vector_search(scope, vector, filters, limit)
-        texts = self._texts(scope, dense, known)
-        fused = self._fuse(dense, lexical, query, texts)
+        fused = self._fuse(dense, lexical, query)
         expanded: set[str] = set()
         if expansion > 0 and lexical and fused:
             first = {d for d, _ in lexical}
             lexical = self._expand(scope, lexical_query, fused[0].id, lexical, filters, limit,
                                    expansion)
             expanded = {d for d, _ in lexical} - first
-            fused = self._fuse(dense, lexical, query, texts)
+            fused = self._fuse(dense, lexical, query)
         return fused, lexical, dense, lexical_query, expanded
-
-    def _texts(self, scope: Scope, dense: list[Candidate], known: dict[str, DocInfo],
-               ) -> dict[str, str]:
-        """The texts of the dense candidates whose vector is of their text alone — memory
-        items and knowledge chunks, not turns (a turn's vector carries the turn before it,
-        an "OK." all of it) —, so that each one's language picks its calibration band;
-        read once per search into ``known``, which the search reads its hits from."""
-        if not dense or self.settings.calibration != "fitted":
-            return {}
-        missing = sorted({d for d, _ in dense} - known.keys())
-        if missing:
-            known.update(self.store.doc_info(scope, missing))
-        return {d: known[d].text for d, _ in dense
-                if d in known and known[d].layer is not Layer.EPISODIC}
 
     def _lexical(self, scope: Scope, tokens: str, filters: Filters, limit: int) -> list[Candidate]:
         return self.store.lexical_search(scope, tokens, filters, limit,
                                          context_weight=self.settings.context_weight,
                                          body_weight=self.settings.body_weight)
 
-    def _fuse(self, dense: list[Candidate], lexical: list[Candidate], query: str,
-              texts: Mapping[str, str]) -> list[Fused]:
+    def _fuse(self, dense: list[Candidate], lexical: list[Candidate], query: str) -> list[Fused]:
         s = self.settings
         dense_map = None
-        doc_maps: dict[str, Band] = {}
         if dense and s.calibration == "fitted":
             if self._calibration is None:
                 self._calibration = calibration_for(self.embedder, self.store)
             dense_map = self._calibration.band(query)
-            for d, text in texts.items():  # a memory in the other language: its own band
-                band = self._calibration.band(query, text)
-                if band is not dense_map:
-                    doc_maps[d] = band
         return fuse(dense, lexical, method=s.fusion, dense_weight=s.dense_weight,
                     lexical_weight=s.lexical_weight, dense_map=dense_map,
-                    lexical_saturation=s.lexical_saturation or None, doc_maps=doc_maps)
+                    lexical_saturation=s.lexical_saturation or None)
 
     def _expand(self, scope: Scope, lexical_query: str, top_id: str, lexical: list[Candidate],
                 filters: Filters, limit: int, weight: float) -> list[Candidate]:
@@ -346,7 +322,7 @@ class Retriever:
         vectors = self._question_vectors(scope, questions, recent, mode, query_vector)
         found = self._gather(scope, questions, vectors, recent, filters, limit, mode, expansion)
         fused = _one_per_doc([fused for _, fused, _, _, _ in found.lists])
-        infos, marks, replacing = self._mark_stale(scope, self._read_infos(scope, fused, found.known))
+        infos, marks, replacing = self._mark_stale(scope, self._read_infos(scope, fused))
         if collect is not None:  # the learned ranker's features (memstrata bench train-ranker)
             matrix, owners = feature_matrix(found.lists, infos, query, self._named_speaker(
                 query, infos.values(), always=True))
@@ -398,19 +374,16 @@ class Retriever:
         with self.store.one_search(scope):  # the index brought up to date once for all lists
             for question, vector in zip(questions, vectors):
                 fused, lexical, dense, lexical_query, expanded = self._candidates(
-                    scope, question, recent, filters, limit, mode, vector, expansion, out.known)
+                    scope, question, recent, filters, limit, mode, vector, expansion)
                 out.lists.append((lexical_query, fused, lexical, dense, expanded))
                 for pool, found in ((out.lexical_all, lexical), (out.dense_all, dense)):
                     for d, s in found:
                         pool[d] = max(s, pool.get(d, s))
         return out
 
-    def _read_infos(self, scope: Scope, fused: list[Fused],
-                    known: dict[str, DocInfo]) -> dict[str, DocInfo]:
-        """The candidates' documents in their fused order: those read while gathering the
-        lists, the others now."""
-        missing = sorted({f.id for f in fused} - known.keys())
-        infos = {**known, **(self.store.doc_info(scope, missing) if missing else {})}
+    def _read_infos(self, scope: Scope, fused: list[Fused]) -> dict[str, DocInfo]:
+        """The candidates' documents in their fused order."""
+        infos = self.store.doc_info(scope, [f.id for f in fused])
         return {f.id: infos[f.id] for f in fused if f.id in infos}
 
     def _mark_stale(self, scope: Scope, infos: dict[str, DocInfo],
