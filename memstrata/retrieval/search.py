@@ -35,7 +35,7 @@ from .rank import feature_matrix
 from .scoring import ScoringPreset, final_score, get_preset
 from .settings import RetrieverSettings
 from .request import MODES, Mode, SearchRequest
-from .units import (ROLES, Unit, is_weak, merge_units, own_words, reply_to, role_of,
+from .units import (ROLES, Unit, is_weak, item_text, merge_units, reply_to, role_of,
                     role_weight, sources_of)
 
 __all__ = ["Retriever", "SearchResult", "Mode", "MODES", "ROLES"]
@@ -277,14 +277,11 @@ class Retriever:
         missing = sorted(wanted - infos.keys())
         return self.store.doc_info(scope, missing) if missing else {}
 
-    def _current_hit(self, scope: Scope, stale: SearchHit, info: DocInfo) -> SearchHit:
+    @staticmethod
+    def _current_hit(stale: SearchHit, info: DocInfo, turns: Mapping[str, DocInfo]) -> SearchHit:
         """The hit of the item that replaced a stale hit's fact, in the stale hit's place
-        (in its speaker's words where the item says less: :func:`.units.own_words`)."""
-        text = info.text
-        if RESTATES_TAG in info.tags:
-            turns = self.store.doc_info(scope, sorted(sources_of(info)))
-            text = next((w for t in turns.values() if (w := own_words(info.text, t))), text)
-        return SearchHit(id=info.id, layer=info.layer, text=text, score=stale.score,
+        (in its speaker's words where the item says less: :func:`.units.item_text`)."""
+        return SearchHit(id=info.id, layer=info.layer, text=item_text(info, turns), score=stale.score,
                          parts=stale.parts, created_at=info.created_at, session_id=info.session_id,
                          kind=Kind(info.kind) if info.kind else None)
 
@@ -453,9 +450,11 @@ class Retriever:
                        infos: dict[str, DocInfo], replacing: dict[str, DocInfo], filters: Filters,
                        query: str, k: int) -> tuple[list[SearchHit], dict[str, float]]:
         """Each stale hit's current fact above it (:func:`.currency.current_first`)."""
-        current = {h.id: self._current_hit(scope, h, replacing[r]) for h in hits
-                   if (r := infos[h.id].replaced_by if h.id in infos else None) in replacing
-                   and _admits(filters, replacing[r])}
+        chosen = [(h, replacing[r]) for h in hits
+                  if (r := infos[h.id].replaced_by if h.id in infos else None) in replacing
+                  and _admits(filters, replacing[r])]
+        turns = self._sources(scope, {info.id: info for _, info in chosen})  # one read for all
+        current = {h.id: self._current_hit(h, info, turns) for h, info in chosen}
         hits = current_first(hits, current, past=asks_about_past(query))[:k]
         return hits, {h.id: orders.get(h.id, h.score) for h in hits}
 

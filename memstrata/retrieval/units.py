@@ -40,7 +40,7 @@ from ..types import Layer
 from .documents import REPLY_TAG, RESTATES_TAG, ROLE_TAG, SOURCE_TAG, is_question
 
 __all__ = ["Unit", "role_of", "reply_to", "sources_of", "role_weight", "is_weak", "merge_units",
-           "own_words", "ROLES", "MATCHING", "COVERS"]
+           "own_words", "item_text", "ROLES", "MATCHING", "COVERS"]
 
 ROLES = ("user", "assistant", "tool")
 
@@ -159,16 +159,27 @@ def own_words(item_text: str, turn: DocInfo) -> str | None:
     return f"[{_label(turn)}] {best}"
 
 
+def item_text(info: DocInfo, turns: Mapping[str, DocInfo]) -> str:
+    """What an item's hit shows: its text, or the sentence of one of its source turns
+    (``turns``: those at hand, by id) in the speaker's words when it is an extractor's
+    restatement (:data:`~.documents.RESTATES_TAG`) that leaves part of it out."""
+    if info.layer is not Layer.SEMANTIC or RESTATES_TAG not in info.tags:
+        return info.text
+    return next((w for s in sorted(sources_of(info))
+                 if s in turns and (w := own_words(info.text, turns[s]))), info.text)
+
+
 def _in_own_words(by_id: dict[str, Unit], sources: Mapping[str, DocInfo]) -> None:
     """Each restating item that leaves out part of its sentence shown as that sentence."""
     turns = {**sources, **{u.id: u.info for u in by_id.values() if u.info.layer is Layer.EPISODIC}}
     for uid, unit in list(by_id.items()):
-        if unit.info.layer is not Layer.SEMANTIC or RESTATES_TAG not in unit.info.tags:
-            continue
-        said = next((w for s in sorted(sources_of(unit.info)) if s in turns
-                     and (w := own_words(unit.text, turns[s]))), None)
-        if said:
-            by_id[uid] = replace(unit, text=said)
+        if unit.info.layer is Layer.SEMANTIC and (shown := item_text(unit.info, turns)) != unit.text:
+            by_id[uid] = replace(unit, text=shown)
+
+
+def _said_as_spoken(unit: Unit) -> bool:
+    """An item shown in its speaker's words (:func:`own_words`)."""
+    return unit.info.layer is Layer.SEMANTIC and unit.text != unit.info.text
 
 
 def _one_per_text(units: Iterable[Unit]) -> list[Unit]:
@@ -178,9 +189,8 @@ def _one_per_text(units: Iterable[Unit]) -> list[Unit]:
     the better place, at the better score, with the longer text."""
     kept: list[Unit] = []
     for unit in sorted(units, key=lambda u: (-u.order, u.id)):
-        said = unit.info.layer is Layer.SEMANTIC and unit.text != unit.info.text
         home = next((n for n, k in enumerate(kept)
-                     if (said or k.info.layer is Layer.SEMANTIC and k.text != k.info.text)
+                     if (_said_as_spoken(unit) or _said_as_spoken(k))
                      and (unit.text in k.text or k.text in unit.text)), None)
         if home is None:
             kept.append(unit)
