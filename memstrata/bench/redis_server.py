@@ -19,13 +19,23 @@ __all__ = ["RedisServer", "free_port"]
 
 
 def free_port() -> int:
-    """A TCP port nobody listens on now (below 55000: a cluster node also uses port + 10000)."""
+    """A TCP port nobody listens on now, and port + 10000 neither: a cluster node listens
+    there too (a full-suite run once lost a node to a bus port already taken)."""
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port < 55000:
+        if port < 55000 and _bindable(port + 10000):
             return port
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _up(port: int) -> bool:
